@@ -1,0 +1,73 @@
+// Command sandgate is the policy-governed sandbox gateway for Nomad and its
+// operator CLI: rendering hardened sandbox jobs, evaluating and inspecting
+// the Rego policy bundle.
+//
+// main is the only place that reads flags and the environment; it turns them
+// into the Config structs of the packages it wires together.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes of the CLI.
+const (
+	exitOK     = 0
+	exitError  = 1 // something broke: bad flags, unreadable input, policy error
+	exitDenied = 3 // the policy decided: deny
+)
+
+// exitCodeError carries a specific exit code out of a command.
+type exitCodeError struct {
+	code int
+	err  error
+}
+
+func (e *exitCodeError) Error() string { return e.err.Error() }
+func (e *exitCodeError) Unwrap() error { return e.err }
+
+// errDenied is returned by commands whose outcome is a policy deny: the
+// decision is already printed, the exit code is 3.
+var errDenied = &exitCodeError{code: exitDenied, err: errors.New("denied by policy")}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run executes the CLI with args and returns the process exit code.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	if err == nil {
+		return exitOK
+	}
+	var ec *exitCodeError
+	if errors.As(err, &ec) {
+		if ec != errDenied {
+			fmt.Fprintln(stderr, "sandgate:", err)
+		}
+		return ec.code
+	}
+	fmt.Fprintln(stderr, "sandgate:", err)
+	return exitError
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "sandgate",
+		Short:         "Policy-governed sandbox gateway for Nomad",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newRenderCmd(), newPolicyCmd(), newDemoCmd())
+	return root
+}

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"sandgate/policies"
+)
+
+func newPolicyCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "policy",
+		Short: "Inspect, test and evaluate the Rego policy bundle",
+	}
+	cmd.AddCommand(newPolicyEvalCmd(), newPolicyInfoCmd(), newPolicyTestCmd())
+	return cmd
+}
+
+// evalOutput is what `sandgate policy eval` prints.
+type evalOutput struct {
+	Allow      bool                 `json:"allow"`
+	Violations []policies.Violation `json:"violations"`
+	Revision   string               `json:"revision"`
+	DecisionID string               `json:"decision_id"`
+	DurationUS int64                `json:"duration_us"`
+}
+
+func newPolicyEvalCmd() *cobra.Command {
+	var entrypoint, input, policyDir string
+	cmd := &cobra.Command{
+		Use:   "eval --entrypoint authz|admission --input FILE|-",
+		Short: "Evaluate one decision on an input document",
+		Long: `Evaluate one entrypoint of the bundle on a JSON input document and print
+{allow, violations, revision, decision_id, duration_us}.
+
+Exit status: 0 allowed, 3 denied, 1 error (unreadable input, policy error).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ep, err := policies.ParseEntrypoint(entrypoint)
+			if err != nil {
+				return err
+			}
+			engine, err := loadEngine(cmd, policyDir)
+			if err != nil {
+				return err
+			}
+			r := cmd.InOrStdin()
+			if input != "-" {
+				f, err := os.Open(input)
+				if err != nil {
+					return err
+				}
+				defer func() { _ = f.Close() }()
+				r = f
+			}
+			in, err := policies.ParseInput(r)
+			if err != nil {
+				return err
+			}
+			d, err := engine.Decide(cmd.Context(), ep, in)
+			if err != nil {
+				return fmt.Errorf("decision %s (revision %s) failed, which is a deny: %w", d.ID, d.Revision, err)
+			}
+			out, err := json.Marshal(evalOutput{
+				Allow: d.Allow, Violations: d.Violations, Revision: d.Revision,
+				DecisionID: d.ID, DurationUS: d.Duration.Microseconds(),
+			})
+			if err != nil {
+				return err
+			}
+			if err := writeIndented(cmd, out); err != nil {
+				return err
+			}
+			if !d.Allow {
+				return errDenied
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&entrypoint, "entrypoint", "", "entrypoint: authz or admission (required)")
+	cmd.Flags().StringVar(&input, "input", "", "input document: a JSON file, or - for stdin (required)")
+	_ = cmd.MarkFlagRequired("entrypoint")
+	_ = cmd.MarkFlagRequired("input")
+	addPolicyDirFlag(cmd, &policyDir)
+	return cmd
+}
+
+func newPolicyInfoCmd() *cobra.Command {
+	var policyDir, format string
+	cmd := &cobra.Command{
+		Use:   "info [--format text|json|markdown]",
+		Short: "Print the bundle revision and every rule that can deny",
+		Long: `Print the bundle revision and every rule that can deny: its SPEC id, title,
+severity and entrypoint. Loading fails if any such rule lacks its METADATA
+(title, description, custom.id, custom.severity).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			engine, err := loadEngine(cmd, policyDir)
+			if err != nil {
+				return err
+			}
+			rules := engine.Rules()
+			switch format {
+			case "text":
+			case "markdown":
+				return writeRuleTable(cmd.OutOrStdout(), engine.Revision(), rules)
+			case "json":
+				doc, err := json.Marshal(struct {
+					Revision string          `json:"revision"`
+					Rules    []policies.Rule `json:"rules"`
+				}{engine.Revision(), rules})
+				if err != nil {
+					return err
+				}
+				return writeIndented(cmd, doc)
+			default:
+				return fmt.Errorf("--format %q: want text, json or markdown", format)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintf(w, "revision\t%s\n\n", engine.Revision())
+			fmt.Fprintln(w, "ID\tSEVERITY\tENTRYPOINT\tTITLE")
+			for _, r := range rules {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.ID, r.Severity, r.Entrypoint, r.Title)
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "text", "text, json (with descriptions and locations) or markdown (the table in docs/policies.md)")
+	addPolicyDirFlag(cmd, &policyDir)
+	return cmd
+}
+
+func newPolicyTestCmd() *cobra.Command {
+	var policyDir string
+	cmd := &cobra.Command{
+		Use:   "test",
+		Short: "Run the bundle's Rego tests in-process (as a reload does)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var fsys = policies.EmbeddedBundle()
+			if policyDir != "" {
+				fsys = os.DirFS(policyDir)
+			}
+			results, err := policies.RunTests(cmd.Context(), fsys)
+			passed, failed := 0, 0
+			for _, r := range results {
+				if r.Pass {
+					passed++
+					continue
+				}
+				failed++
+				fmt.Fprintf(cmd.OutOrStdout(), "FAIL %s.%s %s\n", r.Package, r.Name, r.Error)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%d passed, %d failed\n", passed, failed)
+			return err
+		},
+	}
+	addPolicyDirFlag(cmd, &policyDir)
+	return cmd
+}
+
+// writeRuleTable prints the rules as the markdown table docs/policies.md
+// carries between its rule-table markers.
+func writeRuleTable(w io.Writer, revision string, rules []policies.Rule) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Bundle revision `%s`: %d annotated rules that can deny.\n\n", revision, len(rules))
+	b.WriteString("| id | entrypoint | severity | title | where |\n|---|---|---|---|---|\n")
+	for _, r := range rules {
+		loc := r.Location
+		if i := strings.LastIndexByte(loc, ':'); i > 0 {
+			loc = "`policies/" + loc[:i] + "`"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.ID, r.Entrypoint, r.Severity, strings.ReplaceAll(r.Title, "|", "\\|"), loc)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

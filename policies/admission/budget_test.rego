@@ -1,0 +1,141 @@
+package sandgate.admission_test
+
+# B1 ----------------------------------------------------------------------------------------
+
+test_b1_sandbox_count_overrun_by_one_denies if {
+	_ids(_with("/budget/used/sandboxes", 10)) == {"B1"}
+}
+
+test_b1_last_sandbox_slot_is_allowed if {
+	_ids(_with("/budget/used/sandboxes", 9)) == set()
+}
+
+test_b1_cpu_overrun_by_one_mhz_denies if {
+	# 7501 used + 500 requested = 8001 = limit + 1
+	_ids(_with("/budget/used/cpu_mhz", 7501)) == {"B1"}
+}
+
+test_b1_cpu_exactly_at_limit_is_allowed if {
+	_ids(_with("/budget/used/cpu_mhz", 7500)) == set()
+}
+
+test_b1_memory_overrun_by_one_mb_denies if {
+	# 15873 used + 512 requested = 16385 = limit + 1
+	_ids(_with("/budget/used/memory_mb", 15873)) == {"B1"}
+}
+
+test_b1_message_shows_the_sum if {
+	d := _decision(_with("/budget/used/cpu_mhz", 7501))
+	d.violations == {{"rule": "B1", "msg": "node budget: 7501 used + 500 requested cpu_mhz exceeds 8000"}}
+}
+
+test_b1_missing_budget_limit_denies if {
+	d := _decision(_without("/budget/limits/cpu_mhz"))
+	{"rule": "B1", "msg": "budget.limits.cpu_mhz null must be a non-negative number"} in d.violations
+	{v.rule | some v in d.violations} == {"B1"}
+	_ids(_with("/budget/limits/max_sandboxes", "10")) == {"B1"}
+}
+
+test_b1_missing_or_negative_budget_usage_denies if {
+	_ids(_without("/budget/used/memory_mb")) == {"B1"}
+	_ids(_with("/budget/used/sandboxes", -1)) == {"B1"}
+	_ids(_with("/budget/used/cpu_mhz", -8000)) == {"B1"}
+}
+
+test_b1_zero_limits_deny if {
+	_ids(_with("/budget/limits", {"max_sandboxes": 0, "cpu_mhz": 8000, "memory_mb": 16384})) == {"B1"}
+}
+
+# B2 ----------------------------------------------------------------------------------------
+
+test_b2_cpu_above_max_with_budget_room_denies if {
+	_ids(_with(_task("Resources/CPU"), 2001)) == {"B2"}
+}
+
+test_b2_cpu_at_max_is_allowed if {
+	_ids(_with(_task("Resources/CPU"), 2000)) == set()
+}
+
+test_b2_cpu_below_min_denies if {
+	_ids(_with(_task("Resources/CPU"), 99)) == {"B2"}
+}
+
+test_b2_memory_above_max_denies if {
+	_ids(_with(_task("Resources/MemoryMB"), 4097)) == {"B2"}
+}
+
+test_b2_memory_below_min_denies if {
+	_ids(_with(_task("Resources/MemoryMB"), 63)) == {"B2"}
+}
+
+test_b2_missing_cpu_denies_b1_and_b2 if {
+	_ids(_without(_task("Resources/CPU"))) == {"B1", "B2"}
+}
+
+test_b2_non_numeric_memory_denies if {
+	_ids(_with(_task("Resources/MemoryMB"), "512")) == {"B1", "B2"}
+}
+
+test_b2_reserved_cores_deny if {
+	_ids(_with(_task("Resources/Cores"), 1)) == {"B2"}
+}
+
+test_b2_zero_cores_is_unset if {
+	_ids(_with(_task("Resources/Cores"), 0)) == set()
+}
+
+test_b2_missing_resources_denies if {
+	ids := _ids(_without(_task("Resources")))
+	ids == {"B1", "B2"}
+}
+
+# R1 ----------------------------------------------------------------------------------------
+
+test_r1_priority_at_ceiling_denies if {
+	_ids(_with("/job/Priority", 20)) == {"R1"}
+}
+
+test_r1_priority_just_below_ceiling_is_allowed if {
+	_ids(_with("/job/Priority", 19)) == set()
+}
+
+test_r1_fractional_priority_just_below_ceiling_denies if {
+	_ids(_with("/job/Priority", 19.5)) == {"R1"}
+}
+
+test_r1_priority_zero_denies if {
+	# Nomad replaces 0 with its default priority, 50.
+	_ids(_with("/job/Priority", 0)) == {"R1"}
+}
+
+test_r1_missing_priority_denies if {
+	_ids(_without("/job/Priority")) == {"R1"}
+	_ids(_with("/job/Priority", null)) == {"R1"}
+}
+
+test_r1_group_restart_attempts_deny if {
+	_ids(_with(_group("RestartPolicy/Attempts"), 3)) == {"R1"}
+	_ids(_with(_group("RestartPolicy"), null)) == {"R1"}
+}
+
+test_r1_task_restart_policy_with_attempts_denies if {
+	_ids(_with(_task("RestartPolicy"), {"Attempts": 2, "Mode": "delay"})) == {"R1"}
+}
+
+test_r1_task_restart_policy_without_attempts_is_allowed if {
+	_ids(_with(_task("RestartPolicy"), {"Attempts": 0, "Mode": "fail"})) == set()
+}
+
+test_r1_group_reschedule_attempts_deny if {
+	_ids(_with(_group("ReschedulePolicy/Attempts"), 1)) == {"R1"}
+}
+
+test_r1_group_reschedule_unlimited_denies if {
+	_ids(_with(_group("ReschedulePolicy/Unlimited"), true)) == {"R1"}
+	_ids(_without(_group("ReschedulePolicy"))) == {"R1"}
+}
+
+test_r1_job_reschedule_denies if {
+	_ids(_with("/job/Reschedule", {"Attempts": 0, "Unlimited": true})) == {"R1"}
+	_ids(_with("/job/Reschedule", {"Attempts": 0, "Unlimited": false})) == set()
+}

@@ -1,0 +1,206 @@
+package sandgate.admission
+
+# Container hardening, part 2: what the sandbox can reach. H4 (no identity or secrets),
+# H5 (no host access), H6 (tmpfs work areas, read-only root), H7 (no services, ports or
+# host networking). See admission.rego for how the rules, the fast path and the checks
+# fit together.
+
+# Nomad task and job fields that hand out identity, secrets or Consul/Vault access.
+_secret_task_fields := ["Identities", "Vault", "Consul", "Templates", "Artifacts", "Secrets"]
+
+_secret_job_fields := ["ConsulNamespace", "VaultNamespace"]
+
+# mount as rendered, when it is a list (H5 and H6 fire otherwise).
+_mounts := m if {
+	m := _config.mount
+	is_array(m)
+}
+
+# Bytes per MiB: tmpfs sizes are rendered in bytes, limits are kept in MiB.
+_mib := 1048576
+
+# A path fragment that is never mounted into a sandbox.
+_docker_socket := "docker.sock"
+
+_tmpfs_size_ok(m) if _within(m.tmpfs_options.size, 1, _cfg.docker.tmpfs[m.target].max_mb * _mib)
+
+# --- H4 --------------------------------------------------------------------------------
+
+# METADATA
+# title: No workload identity, secrets, Vault, Consul or templates
+# description: >-
+#   The task Identity must be present with Env false and File false (the workload identity
+#   JWT would let the sandbox authenticate to Nomad, Vault or Consul as this job). The task
+#   must not set Identities, Vault, Consul, Templates, Artifacts or Secrets, the group must
+#   not set Consul, and the job must not set ConsulNamespace or VaultNamespace: each of those
+#   brings credentials, secrets or remote content into the sandbox.
+# custom:
+#   id: H4
+#   severity: critical
+violations contains {"rule": "H4", "msg": msg} if {
+	not _canonical
+	some msg in _h4
+}
+
+_identity_hidden if {
+	_task.Identity.Env == false
+	_task.Identity.File == false
+}
+
+_h4 contains "task Identity must set Env false and File false" if not _identity_hidden
+
+_h4 contains sprintf("task %s must not be set", [field]) if {
+	some field in _secret_task_fields
+	_set(_task[field])
+}
+
+_h4 contains "task group Consul must not be set" if _set(_group.Consul)
+
+_h4 contains sprintf("job %s must not be set", [field]) if {
+	some field in _secret_job_fields
+	_set(input.job[field])
+}
+
+# --- H5 --------------------------------------------------------------------------------
+
+# METADATA
+# title: No host paths, volumes, devices or Docker socket
+# description: >-
+#   No docker.host_access_keys key (volumes, mounts, devices, pid_mode, userns_mode, sysctl,
+#   ...) may appear, whatever its value; mount must be a list whose every entry is an
+#   object of type "tmpfs" targeting a docker.tmpfs area, without a source and without any
+#   path containing docker.sock; and the task must not set VolumeMounts or
+#   Resources.Devices nor the group Volumes. Each of those shares a host path, device,
+#   namespace or volume with the container, and the Docker socket is root on the host.
+# custom:
+#   id: H5
+#   severity: critical
+violations contains {"rule": "H5", "msg": msg} if {
+	not _canonical
+	some msg in _h5
+}
+
+_h5 contains sprintf("docker config keys %v give host access", [sort(keys)]) if {
+	keys := object.keys(object.filter(_config, _cfg.docker.host_access_keys))
+	count(keys) > 0
+}
+
+_h5 contains "docker config mount must be a list" if {
+	mount := _config.mount
+	mount != null
+	not is_array(mount)
+}
+
+_h5 contains sprintf("mount %d must be an object", [i]) if {
+	some i, m in _mounts
+	not is_object(m)
+}
+
+_h5 contains sprintf("mount %d must be of type tmpfs, got %v", [i, object.get(m, "type", null)]) if {
+	some i, m in _mounts
+	is_object(m)
+	not m.type == "tmpfs"
+}
+
+_h5 contains sprintf("mount %d target %v is not a tmpfs work area", [i, object.get(m, "target", null)]) if {
+	some i, m in _mounts
+	is_object(m)
+	not _cfg.docker.tmpfs[m.target]
+}
+
+_h5 contains sprintf("mount %d must not have a source", [i]) if {
+	some i, m in _mounts
+	_set(m.source)
+}
+
+_h5 contains sprintf("mount %d refers to the Docker socket", [i]) if {
+	some i, m in _mounts
+	some value in m
+	is_string(value)
+	contains(value, _docker_socket)
+}
+
+_h5 contains "task VolumeMounts must not be set" if _set(_task.VolumeMounts)
+
+_h5 contains "task group Volumes must not be set" if _set(_group.Volumes)
+
+_h5 contains "task Resources.Devices must not be set" if _set(_resources.Devices)
+
+# --- H6 --------------------------------------------------------------------------------
+
+# METADATA
+# title: Size-capped tmpfs work areas, read-only root in strict
+# description: >-
+#   Every docker.tmpfs area (/workspace, /tmp) must be mounted exactly once, and every mount
+#   at such a target must set tmpfs_options.size in bytes, above 0 and at most the area's
+#   max_mb: the sandbox writes to capped memory, never to the node's disk, which Nomad does
+#   not cap. readonly_rootfs must be true when profiles.<profile>.readonly_rootfs is true
+#   (strict), and otherwise absent or a boolean: a writable root lets a strict sandbox
+#   alter its own binaries.
+# custom:
+#   id: H6
+#   severity: medium
+violations contains {"rule": "H6", "msg": msg} if {
+	not _canonical
+	some msg in _h6
+}
+
+_h6 contains sprintf("tmpfs %s must be mounted exactly once, found %d", [target, n]) if {
+	some target, _ in _cfg.docker.tmpfs
+	n := count([m | some m in _mounts; m.target == target])
+	n != 1
+}
+
+_h6 contains sprintf("tmpfs %s must set tmpfs_options.size in [1, %d] bytes", [m.target, area.max_mb * _mib]) if {
+	some m in _mounts
+	area := _cfg.docker.tmpfs[m.target]
+	not _tmpfs_size_ok(m)
+}
+
+_h6 contains sprintf("docker config readonly_rootfs %v is not allowed for profile %v", [_config_value("readonly_rootfs"), _sandbox_value("profile")]) if {
+	not _rootfs_ok
+}
+
+_rootfs_ok if _config.readonly_rootfs == true
+
+_rootfs_ok if {
+	_profile.readonly_rootfs == false
+	object.get(_config, "readonly_rootfs", false) == false
+}
+
+# --- H7 --------------------------------------------------------------------------------
+
+# METADATA
+# title: No services, ports or host networking
+# description: >-
+#   Neither the group nor the task may declare Services (with their tags and checks: a
+#   registered service advertises the sandbox and can hook it into Consul service mesh);
+#   the group must not set Networks nor the task Resources.Networks (Nomad networks
+#   allocate ports and select host or bridge mode); no docker.network_keys key (ports,
+#   port_map, extra_hosts, dns_servers, hostname ...) may appear; and network_mode must
+#   equal networks.<network>.network_mode ("none", or the egress bridge): never host,
+#   bridge, container:<id> or another network.
+# custom:
+#   id: H7
+#   severity: critical
+violations contains {"rule": "H7", "msg": msg} if {
+	not _canonical
+	some msg in _h7
+}
+
+_h7 contains "task group Services must not be set" if _set(_group.Services)
+
+_h7 contains "task Services must not be set" if _set(_task.Services)
+
+_h7 contains "task group Networks must not be set" if _set(_group.Networks)
+
+_h7 contains "task Resources.Networks must not be set" if _set(_resources.Networks)
+
+_h7 contains sprintf("docker config keys %v are not allowed", [sort(keys)]) if {
+	keys := object.keys(object.filter(_config, _cfg.docker.network_keys))
+	count(keys) > 0
+}
+
+_h7 contains sprintf("docker config network_mode %v is not the mode of network %v", [_config_value("network_mode"), _sandbox_value("network")]) if {
+	not _config.network_mode == _network.network_mode
+}

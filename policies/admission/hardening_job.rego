@@ -1,0 +1,119 @@
+package sandgate.admission
+
+# Container hardening, part 3: what runs and under which name. H8 (the container only
+# sleeps until the lifetime ceiling), H9 (prefixed, matching names). See admission.rego
+# for how the rules, the fast path and the checks fit together.
+
+# The one command a sandbox container runs (exec is how work gets in).
+_sleep_command := "sleep"
+
+# The longest sleep allowed: the lifetime ceiling, and never past the sandbox's ceiling_at.
+_sleep_max := min([_cfg.lifetime.ceiling_seconds, input.sandbox.ceiling_at - input.sandbox.created_at]) if {
+	is_number(input.sandbox.ceiling_at)
+	is_number(input.sandbox.created_at)
+}
+
+# The sleep length in seconds, when args is exactly one positive decimal string.
+_sleep_seconds := to_number(s) if {
+	args := _config.args
+	is_array(args)
+	count(args) == 1
+	s := args[0]
+	is_string(s)
+	regex.match(`^[1-9][0-9]*$`, s)
+}
+
+_expected_job_id := concat("", [_cfg.prefix, id]) if {
+	id := input.sandbox.id
+	is_string(id)
+}
+
+_expected_job_id_value := v if {
+	v := _expected_job_id
+} else := null
+
+# --- H8 --------------------------------------------------------------------------------
+
+# METADATA
+# title: Container only sleeps until the lifetime ceiling
+# description: >-
+#   command must be "sleep" and entrypoint must not be set, args must be exactly one string
+#   of decimal digits (no "4h", "infinity" or extra arguments), and the sleep must not
+#   exceed lifetime.ceiling_seconds nor sandbox.ceiling_at - sandbox.created_at: the
+#   container only keeps itself alive (all work enters through the gateway's audited exec
+#   path) and stops itself at the ceiling even if the gateway and its reaper are down.
+# custom:
+#   id: H8
+#   severity: medium
+violations contains {"rule": "H8", "msg": msg} if {
+	not _canonical
+	some msg in _h8
+}
+
+_h8 contains sprintf("docker config command must be %v", [_sleep_command]) if {
+	not _config.command == _sleep_command
+}
+
+_h8 contains "docker config entrypoint must not be set" if _set(_config.entrypoint)
+
+_h8 contains "docker config args must be exactly one positive integer string (seconds)" if {
+	not _sleep_seconds
+}
+
+_h8 contains sprintf("sleep of %v seconds outlives the lifetime ceiling", [n]) if {
+	n := _sleep_seconds
+	not _sleep_within(n)
+}
+
+_sleep_within(n) if n <= _sleep_max
+
+# --- H9 --------------------------------------------------------------------------------
+
+# METADATA
+# title: Job named after its sandbox, with the sandbox prefix
+# description: >-
+#   ID and Name must start with the configured prefix (the gateway only stops and purges
+#   prefixed jobs, so an unprefixed job escapes reaping); ID must equal the prefix followed
+#   by sandbox.id and Name must equal ID (the record, the session token and the Nomad job
+#   name the same sandbox, or destroy and the reaper would act on another job); sandbox.id
+#   must match sandbox_id_pattern (odd characters have let jobs skip admission in peer
+#   projects); and Meta["sandgate.sandbox_id"] must equal sandbox.id, which reconciliation
+#   (L4) uses to map jobs back to records.
+# custom:
+#   id: H9
+#   severity: high
+violations contains {"rule": "H9", "msg": msg} if {
+	not _canonical
+	some msg in _h9
+}
+
+_h9 contains sprintf("job %s must start with %v", [field, _cfg.prefix]) if {
+	some field in ["ID", "Name"]
+	not _prefixed_field(field)
+}
+
+_prefixed_field(field) if {
+	name := input.job[field]
+	is_string(name)
+	startswith(name, _cfg.prefix)
+}
+
+_h9 contains sprintf("job ID %v must be %v", [_job_value("ID"), _expected_job_id_value]) if {
+	not input.job.ID == _expected_job_id
+}
+
+_h9 contains "job Name must equal job ID" if not input.job.Name == input.job.ID
+
+_h9 contains sprintf("sandbox id %v does not match %v", [_sandbox_value("id"), _cfg.sandbox_id_pattern]) if {
+	not _sandbox_id_ok
+}
+
+_sandbox_id_ok if {
+	id := input.sandbox.id
+	is_string(id)
+	regex.match(_cfg.sandbox_id_pattern, id)
+}
+
+_h9 contains "job Meta sandgate.sandbox_id must equal the sandbox id" if {
+	not input.job.Meta["sandgate.sandbox_id"] == input.sandbox.id
+}

@@ -1,0 +1,160 @@
+package policies
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+)
+
+// AdmissionInput is the input of data.sandgate.admission.decision: the job
+// exactly as it will be submitted, the node it is pinned to and the budget
+// facts of that node.
+type AdmissionInput struct {
+	Now     int64        `json:"now,omitempty"` // unix seconds
+	Sandbox SandboxFacts `json:"sandbox"`
+	// Job is the api.Job marshalled to JSON, byte for byte what is submitted.
+	Job    []byte    `json:"-"`
+	Node   NodeFacts `json:"node"`
+	Budget Budget    `json:"budget"`
+}
+
+// SandboxFacts is what the gateway intends: the policy checks the job against it.
+type SandboxFacts struct {
+	ID        string `json:"id,omitempty"`
+	Profile   string `json:"profile,omitempty"`
+	Network   string `json:"network,omitempty"`
+	Principal string `json:"principal,omitempty"`
+	CreatedAt int64  `json:"created_at,omitempty"`
+	CeilingAt int64  `json:"ceiling_at,omitempty"`
+}
+
+// NodeFacts describes the Nomad client node a job is pinned to, with the
+// operator's state for it. Nil usage means unknown, and the policy denies.
+type NodeFacts struct {
+	ID          string `json:"id,omitempty"`
+	Name        string `json:"name,omitempty"`
+	Status      string `json:"status,omitempty"`      // Nomad: ready, down, initializing
+	Eligibility string `json:"eligibility,omitempty"` // Nomad: eligible, ineligible
+	Drain       bool   `json:"drain"`
+	// Attributes are Nomad's node attributes (kernel.name, cpu.arch, unique.hostname).
+	Attributes map[string]string `json:"attributes"`
+	Meta       map[string]string `json:"meta"`
+	// ControlPlane is the gateway's verdict from Nomad server co-location; the
+	// policy adds its own indicators (meta keys, names).
+	ControlPlane  bool      `json:"control_plane"`
+	OperatorState string    `json:"operator_state,omitempty"` // active, frozen, reserved, draining
+	Enrollment    string    `json:"enrollment,omitempty"`     // none, sandbox, sandbox+egress
+	Usage         NodeUsage `json:"usage"`
+}
+
+// NodeUsage is the node's resource use in percent.
+type NodeUsage struct {
+	MemoryPercent *float64 `json:"memory_percent,omitempty"`
+	DiskPercent   *float64 `json:"disk_percent,omitempty"`
+}
+
+// Budget is a node's limits and what its live sandboxes use, excluding the
+// sandbox being admitted. Go sums the live sandboxes (SumUse): Rego only
+// compares.
+type Budget struct {
+	Limits BudgetLimits `json:"limits"`
+	Used   BudgetUse    `json:"used"`
+}
+
+// BudgetLimits bound one node (B1).
+type BudgetLimits struct {
+	MaxSandboxes int64 `json:"max_sandboxes"`
+	CPUMHz       int64 `json:"cpu_mhz"`
+	MemoryMB     int64 `json:"memory_mb"`
+}
+
+// BudgetUse is what is in use on one node.
+type BudgetUse struct {
+	Sandboxes int64 `json:"sandboxes"`
+	CPUMHz    int64 `json:"cpu_mhz"`
+	MemoryMB  int64 `json:"memory_mb"`
+}
+
+// LiveSandbox is the reservation of one live sandbox.
+type LiveSandbox struct {
+	CPUMHz   int64
+	MemoryMB int64
+}
+
+// SumUse adds up the reservations of live sandboxes.
+func SumUse(live []LiveSandbox) BudgetUse {
+	u := BudgetUse{Sandboxes: int64(len(live))}
+	for _, s := range live {
+		u.CPUMHz += s.CPUMHz
+		u.MemoryMB += s.MemoryMB
+	}
+	return u
+}
+
+// Value builds the input document as an ast.Value. It fails only when Job
+// is not a JSON object.
+func (in *AdmissionInput) Value() (ast.Value, error) {
+	o := ast.NewObjectWithCapacity(5)
+	putInt(o, "now", in.Now)
+
+	s := ast.NewObjectWithCapacity(6)
+	putString(s, "id", in.Sandbox.ID)
+	putString(s, "profile", in.Sandbox.Profile)
+	putString(s, "network", in.Sandbox.Network)
+	putString(s, "principal", in.Sandbox.Principal)
+	putInt(s, "created_at", in.Sandbox.CreatedAt)
+	putInt(s, "ceiling_at", in.Sandbox.CeilingAt)
+	o.Insert(ast.InternedTerm("sandbox"), ast.NewTerm(s))
+
+	if len(in.Job) > 0 {
+		job, err := ParseInputBytes(in.Job)
+		if err != nil {
+			return nil, fmt.Errorf("policies: admission input job: %w", err)
+		}
+		o.Insert(ast.InternedTerm("job"), ast.NewTerm(job))
+	}
+
+	n := ast.NewObjectWithCapacity(11)
+	putString(n, "id", in.Node.ID)
+	putString(n, "name", in.Node.Name)
+	putString(n, "status", in.Node.Status)
+	putString(n, "eligibility", in.Node.Eligibility)
+	n.Insert(ast.InternedTerm("drain"), ast.InternedTerm(in.Node.Drain))
+	putStringMap(n, "attributes", in.Node.Attributes)
+	putStringMap(n, "meta", in.Node.Meta)
+	n.Insert(ast.InternedTerm("control_plane"), ast.InternedTerm(in.Node.ControlPlane))
+	putString(n, "operator_state", in.Node.OperatorState)
+	putString(n, "enrollment", in.Node.Enrollment)
+	u := ast.NewObjectWithCapacity(2)
+	putFloatPtr(u, "memory_percent", in.Node.Usage.MemoryPercent)
+	putFloatPtr(u, "disk_percent", in.Node.Usage.DiskPercent)
+	n.Insert(ast.InternedTerm("usage"), ast.NewTerm(u))
+	o.Insert(ast.InternedTerm("node"), ast.NewTerm(n))
+
+	lim := ast.NewObject(
+		ast.Item(ast.InternedTerm("max_sandboxes"), ast.InternedTerm(in.Budget.Limits.MaxSandboxes)),
+		ast.Item(ast.InternedTerm("cpu_mhz"), ast.InternedTerm(in.Budget.Limits.CPUMHz)),
+		ast.Item(ast.InternedTerm("memory_mb"), ast.InternedTerm(in.Budget.Limits.MemoryMB)),
+	)
+	used := ast.NewObject(
+		ast.Item(ast.InternedTerm("sandboxes"), ast.InternedTerm(in.Budget.Used.Sandboxes)),
+		ast.Item(ast.InternedTerm("cpu_mhz"), ast.InternedTerm(in.Budget.Used.CPUMHz)),
+		ast.Item(ast.InternedTerm("memory_mb"), ast.InternedTerm(in.Budget.Used.MemoryMB)),
+	)
+	o.Insert(ast.InternedTerm("budget"), ast.ObjectTerm(
+		ast.Item(ast.InternedTerm("limits"), ast.NewTerm(lim)),
+		ast.Item(ast.InternedTerm("used"), ast.NewTerm(used)),
+	))
+	return o, nil
+}
+
+// MarshalJSON writes the input document, the job included, as the policy
+// sees it (`sandgate render --admission-input`).
+func (in *AdmissionInput) MarshalJSON() ([]byte, error) {
+	type plain AdmissionInput
+	return json.Marshal(struct {
+		*plain
+		Job json.RawMessage `json:"job,omitempty"`
+	}{(*plain)(in), json.RawMessage(in.Job)})
+}

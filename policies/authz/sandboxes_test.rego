@@ -1,0 +1,410 @@
+# Tests for E1-E3, L2, H9, B2 and H11. Fixtures live in authz_test.rego.
+package sandgate.authz_test
+
+import data.sandgate.authz
+
+exec_key := "POST /v1/sandboxes/:id/exec"
+
+logs_key := "GET /v1/sandboxes/:id/logs"
+
+extend_key := "POST /v1/sandboxes/:id/extend"
+
+create_key := "POST /v1/sandboxes"
+
+# repeat(s, n) is s written n times (n >= 1).
+repeat(s, n) := concat("", [s | some _ in numbers.range(1, n)])
+
+exec_with(body) := patch(base(exec_key, "session"), {"request": {"body": body}})
+
+logs_with(query) := patch(base(logs_key, "session"), {"request": {"query": query}})
+
+extend_with(body) := patch(base(extend_key, "operator"), {"request": {"body": body}})
+
+create_with(body) := patch(base(create_key, "agent"), {"request": {"body": body}})
+
+# ---------------------------------------------------------------------------
+# E1
+# ---------------------------------------------------------------------------
+
+test_e1_argv_allowed if {
+	allowed(exec_with({"argv": ["/bin/sh", "-c", "ls -la /workspace"]}))
+}
+
+test_e1_argv_only_required_field if {
+	allowed(patch(base(exec_key, "session"), {"request": {"body": {"argv": ["id"], "timeout_seconds": null}}}))
+	allowed(json.remove(base(exec_key, "session"), ["request/body/timeout_seconds", "request/body/stdin_bytes", "request/body/env_count"]))
+}
+
+test_e1_argv_missing if {
+	ids(json.remove(base(exec_key, "session"), ["request/body/argv"])) == {"E1"}
+}
+
+test_e1_body_missing if {
+	ids(json.remove(base(exec_key, "session"), ["request/body"])) == {"E1"}
+}
+
+test_e1_argv_not_an_array if {
+	ids(exec_with({"argv": "rm -rf /"})) == {"E1"}
+}
+
+test_e1_argv_null if {
+	ids(exec_with({"argv": null})) == {"E1"}
+}
+
+test_e1_argv_empty if {
+	ids(exec_with({"argv": []})) == {"E1"}
+}
+
+test_e1_argv0_option if {
+	ids(exec_with({"argv": ["-rf", "/"]})) == {"E1"}
+}
+
+test_e1_argv0_empty if {
+	ids(exec_with({"argv": ["", "x"]})) == {"E1"}
+}
+
+test_e1_later_args_may_start_with_a_dash if {
+	allowed(exec_with({"argv": ["rm", "-rf", "/workspace/build"]}))
+}
+
+test_e1_argv_with_non_string if {
+	ids(exec_with({"argv": ["echo", 1]})) == {"E1"}
+	ids(exec_with({"argv": [null]})) == {"E1"}
+	ids(exec_with({"argv": ["echo", {"a": "b"}]})) == {"E1"}
+}
+
+test_e1_argv_with_nul_byte if {
+	ids(exec_with({"argv": ["cat", "/etc/passwd\u0000.txt"]})) == {"E1"}
+}
+
+test_e1_argv_at_max_args_allowed if {
+	allowed(exec_with({"argv": array.concat(["true"], ["x" | some _ in numbers.range(2, cfg.exec.max_args)])}))
+}
+
+test_e1_too_many_args if {
+	argv := ["x" | some _ in numbers.range(1, cfg.exec.max_args + 1)]
+	ids(exec_with({"argv": argv})) == {"E1"}
+}
+
+test_e1_argv_at_max_bytes_allowed if {
+	allowed(exec_with({"argv": ["echo", repeat("a", cfg.exec.max_argv_bytes - 4)]}))
+}
+
+test_e1_too_many_bytes if {
+	ids(exec_with({"argv": ["echo", repeat("a", cfg.exec.max_argv_bytes - 3)]})) == {"E1"}
+}
+
+test_e1_bytes_are_utf8_bytes_not_characters if {
+	# "é" is 2 bytes: half as many characters as the byte limit overflow it.
+	half := cfg.exec.max_argv_bytes / 2
+	ids(exec_with({"argv": ["echo", repeat("é", half)]})) == {"E1"}
+	allowed(exec_with({"argv": ["echo", repeat("é", half - 2)]}))
+}
+
+test_e1_stdin_bytes_bounds if {
+	allowed(exec_with({"argv": ["cat"], "stdin_bytes": cfg.exec.max_stdin_bytes}))
+	ids(exec_with({"argv": ["cat"], "stdin_bytes": cfg.exec.max_stdin_bytes + 1})) == {"E1"}
+	ids(exec_with({"argv": ["cat"], "stdin_bytes": -1})) == {"E1"}
+	ids(exec_with({"argv": ["cat"], "stdin_bytes": "10"})) == {"E1"}
+}
+
+test_e1_applies_to_operators_too if {
+	ids(patch(base(exec_key, "operator"), {"request": {"body": {"argv": ["-x"]}}})) == {"E1"}
+}
+
+# ---------------------------------------------------------------------------
+# E2
+# ---------------------------------------------------------------------------
+
+test_e2_timeout_bounds_allowed if {
+	allowed(exec_with({"argv": ["true"], "timeout_seconds": 1}))
+	allowed(exec_with({"argv": ["true"], "timeout_seconds": cfg.exec.max_timeout_seconds}))
+}
+
+test_e2_timeout_121 if {
+	ids(exec_with({"argv": ["true"], "timeout_seconds": 121})) == {"E2"}
+}
+
+test_e2_timeout_above_max if {
+	ids(exec_with({"argv": ["true"], "timeout_seconds": cfg.exec.max_timeout_seconds + 1})) == {"E2"}
+}
+
+test_e2_timeout_zero if {
+	ids(exec_with({"argv": ["true"], "timeout_seconds": 0})) == {"E2"}
+}
+
+test_e2_timeout_not_an_integer if {
+	ids(exec_with({"argv": ["true"], "timeout_seconds": 1.5})) == {"E2"}
+	ids(exec_with({"argv": ["true"], "timeout_seconds": "30"})) == {"E2"}
+}
+
+test_e2_env_count_bounds if {
+	allowed(exec_with({"argv": ["env"], "env_count": cfg.exec.max_env}))
+	ids(exec_with({"argv": ["env"], "env_count": cfg.exec.max_env + 1})) == {"E2"}
+	ids(exec_with({"argv": ["env"], "env_count": -1})) == {"E2"}
+	ids(exec_with({"argv": ["env"], "env_count": true})) == {"E2"}
+}
+
+test_e_body_rules_ignore_other_routes if {
+	# An exec-shaped body on a status route is not an exec.
+	allowed(patch(base("GET /v1/sandboxes/:id", "session"), {"request": {"body": {"argv": [], "timeout_seconds": 999}}}))
+}
+
+# ---------------------------------------------------------------------------
+# E3
+# ---------------------------------------------------------------------------
+
+test_e3_streams_allowed if {
+	allowed(logs_with({"stream": "stdout"}))
+	allowed(logs_with({"stream": "stderr", "tail_bytes": cfg.exec.max_logs_tail_bytes}))
+	allowed(logs_with({}))
+	allowed(json.remove(base(logs_key, "session"), ["request/query"]))
+}
+
+test_e3_stream_foo if {
+	ids(logs_with({"stream": "foo"})) == {"E3"}
+}
+
+test_e3_stream_not_a_string if {
+	ids(logs_with({"stream": ["stdout"]})) == {"E3"}
+}
+
+test_e3_tail_bytes_above_max if {
+	ids(logs_with({"tail_bytes": cfg.exec.max_logs_tail_bytes + 1})) == {"E3"}
+}
+
+test_e3_tail_bytes_zero if {
+	ids(logs_with({"tail_bytes": 0})) == {"E3"}
+}
+
+test_e3_tail_bytes_not_an_integer if {
+	ids(logs_with({"tail_bytes": "4096"})) == {"E3"}
+}
+
+# ---------------------------------------------------------------------------
+# L2
+# ---------------------------------------------------------------------------
+
+test_l2_operator_extend_allowed if {
+	allowed(extend_with({"ttl_seconds": cfg.lifetime.min_ttl_seconds}))
+	allowed(extend_with({"ttl_seconds": cfg.lifetime.ceiling_seconds}))
+	allowed(extend_with({}))
+}
+
+test_l2_extend_by_agent if {
+	ids(patch(base(extend_key, "agent"), {"request": {"body": {"ttl_seconds": 600}}})) == {"T2", "L2"}
+}
+
+test_l2_extend_by_agent_holding_the_scope if {
+	# Even a (mis-minted) agent token carrying the extend scope is refused.
+	scopes := array.concat(cfg.roles.agent.scopes, ["extend"])
+	ids(patch(base(extend_key, "agent"), {"token": {"scopes": scopes}})) == {"T2", "L2"}
+}
+
+test_l2_extend_ttl_above_ceiling if {
+	ids(extend_with({"ttl_seconds": cfg.lifetime.ceiling_seconds + 1})) == {"L2"}
+}
+
+test_l2_extend_ttl_below_min if {
+	ids(extend_with({"ttl_seconds": cfg.lifetime.min_ttl_seconds - 1})) == {"L2"}
+}
+
+test_l2_extend_ttl_not_an_integer if {
+	ids(extend_with({"ttl_seconds": "3600"})) == {"L2"}
+	ids(extend_with({"ttl_seconds": 3600.5})) == {"L2"}
+}
+
+test_l2_extend_before_ceiling_allowed if {
+	# Expiry pushed out (not expired), one second before the ceiling.
+	inp := patch(base(extend_key, "operator"), {
+		"now": sandbox.ceiling_at - 1,
+		"token": {"exp": sandbox.ceiling_at + 3600},
+		"sandbox": {"expires_at": sandbox.ceiling_at},
+	})
+	allowed(inp)
+}
+
+test_l2_extend_at_ceiling if {
+	# expires_at == ceiling_at: at the ceiling it is also expired (T3).
+	inp := patch(base(extend_key, "operator"), {
+		"now": sandbox.ceiling_at,
+		"token": {"exp": sandbox.ceiling_at + 3600},
+		"sandbox": {"expires_at": sandbox.ceiling_at},
+	})
+	ids(inp) == {"L2", "T3"}
+}
+
+test_l2_extend_past_ceiling if {
+	inp := patch(base(extend_key, "operator"), {
+		"now": sandbox.ceiling_at + 60,
+		"token": {"exp": sandbox.ceiling_at + 3600},
+	})
+	ids(inp) == {"L2", "T3"}
+}
+
+test_l2_create_ttl_bounds if {
+	allowed(create_with({"ttl_seconds": cfg.lifetime.min_ttl_seconds}))
+	allowed(create_with({"ttl_seconds": cfg.lifetime.ceiling_seconds}))
+	ids(create_with({"ttl_seconds": cfg.lifetime.ceiling_seconds + 1})) == {"L2"}
+	ids(create_with({"ttl_seconds": cfg.lifetime.min_ttl_seconds - 1})) == {"L2"}
+	ids(create_with({"ttl_seconds": "1h"})) == {"L2"}
+}
+
+# ---------------------------------------------------------------------------
+# H9
+# ---------------------------------------------------------------------------
+
+test_h9_well_formed_id_allowed if {
+	allowed(base("DELETE /v1/sandboxes/:id", "operator"))
+}
+
+test_h9_path_traversal_id if {
+	inp := patch(base("DELETE /v1/sandboxes/:id", "operator"), {"request": {"params": {"id": "../../etc"}}})
+	ids(inp) == {"H9"}
+}
+
+test_h9_path_traversal_id_for_session if {
+	inp := patch(base("GET /v1/sandboxes/:id", "session"), {
+		"request": {"params": {"id": "../../etc"}},
+		"token": {"sandbox_id": "../../etc"},
+	})
+	ids(inp) == {"H9"}
+}
+
+test_h9_id_bad_shapes if {
+	every id in ["K7X2M9P4Q8R5T1V6", "short", "k7x2m9p4q8r5t1v6k7x2m9p4q8r5t1v6x", "sandgate-sbx-k7x2m9p4", "k7x2m9p4q8r5t1v6\n", ""] {
+		"H9" in ids(patch(base("DELETE /v1/sandboxes/:id", "operator"), {"request": {"params": {"id": id}}}))
+	}
+}
+
+test_h9_id_not_a_string if {
+	inp := patch(base("GET /v1/sandboxes/:id", "operator"), {"request": {"params": {"id": 12345678}}})
+	ids(inp) == {"H9"}
+}
+
+test_h9_job_id_without_prefix if {
+	inp := patch(base("DELETE /v1/sandboxes/:id", "operator"), {"sandbox": {"job_id": sid}})
+	ids(inp) == {"H9"}
+}
+
+test_h9_job_id_of_another_job if {
+	every role in ["operator", "agent", "session"] {
+		ids(patch(base("DELETE /v1/sandboxes/:id", role), {"sandbox": {"job_id": "payments-api"}})) == {"H9"}
+	}
+}
+
+test_h9_job_id_of_another_sandbox if {
+	inp := patch(base("GET /v1/sandboxes/:id", "operator"), {"sandbox": {"job_id": concat("", [cfg.prefix, other_sid])}})
+	ids(inp) == {"H9"}
+}
+
+test_h9_record_of_another_sandbox if {
+	inp := patch(base("GET /v1/sandboxes/:id", "operator"), {"sandbox": {"id": other_sid}})
+	ids(inp) == {"H9"}
+}
+
+# ---------------------------------------------------------------------------
+# B2
+# ---------------------------------------------------------------------------
+
+test_b2_bounds_allowed if {
+	allowed(create_with({"cpu_mhz": cfg.sandbox.min_cpu_mhz, "memory_mb": cfg.sandbox.min_memory_mb}))
+	allowed(create_with({"cpu_mhz": cfg.sandbox.max_cpu_mhz, "memory_mb": cfg.sandbox.max_memory_mb}))
+}
+
+test_b2_cpu_above_max if {
+	ids(create_with({"cpu_mhz": cfg.sandbox.max_cpu_mhz + 1})) == {"B2"}
+}
+
+test_b2_cpu_below_min if {
+	ids(create_with({"cpu_mhz": cfg.sandbox.min_cpu_mhz - 1})) == {"B2"}
+}
+
+test_b2_cpu_not_an_integer if {
+	ids(create_with({"cpu_mhz": "500"})) == {"B2"}
+}
+
+test_b2_memory_above_max if {
+	ids(create_with({"memory_mb": cfg.sandbox.max_memory_mb + 1})) == {"B2"}
+}
+
+test_b2_memory_below_min if {
+	ids(create_with({"memory_mb": cfg.sandbox.min_memory_mb - 1})) == {"B2"}
+}
+
+test_b2_memory_not_an_integer if {
+	ids(create_with({"memory_mb": 512.5})) == {"B2"}
+}
+
+# ---------------------------------------------------------------------------
+# H11
+# ---------------------------------------------------------------------------
+
+test_h11_allowlisted_images if {
+	every image in cfg.images.allowed {
+		allowed(create_with({"image": image}))
+	}
+}
+
+test_h11_image_not_allowlisted if {
+	ids(create_with({"image": "ubuntu:latest"})) == {"H11"}
+	ids(create_with({"image": "docker.io/library/ubuntu:24.04"})) == {"H11"}
+}
+
+test_h11_image_not_a_string if {
+	ids(create_with({"image": ["ubuntu:24.04"]})) == {"H11"}
+}
+
+test_h11_applies_to_operators_too if {
+	ids(patch(base(create_key, "operator"), {"request": {"body": {"image": "evil:1"}}})) == {"H11"}
+}
+
+# ---------------------------------------------------------------------------
+# Several rules at once
+# ---------------------------------------------------------------------------
+
+test_every_create_field_wrong_at_once if {
+	inp := create_with({
+		"ttl_seconds": 0, "profile": "root", "network": "host",
+		"cpu_mhz": 99999, "memory_mb": 0, "image": "evil:1", "node": 7,
+	})
+	ids(inp) == {"L2", "INPUT", "B2", "H11"}
+}
+
+test_policy_data_missing_thresholds_fail_closed if {
+	# Without the exec thresholds in policy data, exec is refused (never allowed
+	# on an undefined comparison) and the messages still render.
+	d := authz.decision with input as base(exec_key, "session") with data.sandgate.config as object.remove(cfg, ["exec"])
+	{v.rule | some v in d.violations} == {"E1", "E2"}
+	every v in d.violations {
+		contains(v.msg, "unset")
+	}
+}
+
+test_e1_argv_object_is_not_an_array if {
+	ids(exec_with({"argv": {"0": "ls"}})) == {"E1"}
+}
+
+test_e1_reports_every_problem_it_finds if {
+	d := authz.decision with input as exec_with({"argv": ["-x", 1], "stdin_bytes": -1})
+	{v.msg | some v in d.violations} == {
+		"exec: argv[0] is empty or starts with '-'",
+		"exec: argv[1] is not a string",
+		"exec: stdin_bytes must be an integer in [0, 262144]",
+	}
+}
+
+test_e3_null_query_fields_are_defaults if {
+	allowed(logs_with({"stream": null, "tail_bytes": null}))
+}
+
+test_e3_both_query_fields_wrong if {
+	d := authz.decision with input as logs_with({"stream": "stdin", "tail_bytes": -5})
+	count(d.violations) == 2
+	{v.rule | some v in d.violations} == {"E3"}
+}
+
+test_l2_extend_by_session_reports_role_and_l2 if {
+	d := authz.decision with input as base(extend_key, "session")
+	{"rule": "L2", "msg": "extend: only operators may extend a sandbox"} in d.violations
+}

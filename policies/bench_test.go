@@ -1,0 +1,127 @@
+package policies
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/open-policy-agent/opa/v1/rego"
+)
+
+// The benchmarks report each decision on its production path (a hand-built
+// ast.Value input, EvalParsedInput) next to a baseline in the same run: the
+// same document handed to OPA as a Go map (rego.EvalInput), which OPA must
+// normalise on every call. docs/benchmarks.md has the figures and the ratio.
+
+func benchAuthzInput() *AuthzInput {
+	return &AuthzInput{
+		Now: 1764406800,
+		Request: Request{
+			Method: "POST", Route: "/v1/sandboxes/:id/exec", Params: map[string]string{"id": "k7x2m9p4q8r5t1v6"},
+			Body: RequestBody{Argv: []string{"python3", "-c", "print(42)"}, TimeoutSeconds: ptr[int64](30), StdinBytes: ptr[int64](0), EnvCount: ptr[int64](1)},
+		},
+		Token: &TokenFacts{Role: "session", Sub: "session:k7x2m9p4q8r5t1v6", Scopes: []string{"status", "exec", "logs", "destroy"},
+			SandboxID: "k7x2m9p4q8r5t1v6", Exp: 1764410400, JTI: "01JDQ8Z6", Active: true},
+		Sandbox: &SandboxRecord{ID: "k7x2m9p4q8r5t1v6", JobID: "sandgate-sbx-k7x2m9p4q8r5t1v6", Principal: "agent:ci", State: "running",
+			Profile: "strict", Network: "none", Node: "w1", CreatedAt: 1764406000, ExpiresAt: 1764410400, CeilingAt: 1764420400},
+	}
+}
+
+// benchAdmission returns the admission input of a rendered strict job on a
+// node with 50 live sandboxes, and those sandboxes.
+func benchAdmission(b *testing.B) (*AdmissionInput, []LiveSandbox) {
+	fx, ok := loadFixtures(b)["admission-strict-none-allowed.json"]
+	if !ok {
+		b.Fatal("fixture admission-strict-none-allowed.json is missing")
+	}
+	var in struct {
+		AdmissionInput
+		Job json.RawMessage `json:"job"`
+	}
+	if err := json.Unmarshal(fx.Input, &in); err != nil {
+		b.Fatal(err)
+	}
+	in.AdmissionInput.Job = in.Job
+	live := make([]LiveSandbox, 50)
+	for i := range live {
+		live[i] = LiveSandbox{CPUMHz: 100, MemoryMB: 128}
+	}
+	in.Budget.Limits = BudgetLimits{MaxSandboxes: 64, CPUMHz: 16000, MemoryMB: 32768}
+	return &in.AdmissionInput, live
+}
+
+// asMap converts a document to the Go map a naive caller would pass.
+func asMap(b *testing.B, v any) map[string]any {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
+func mustAllow(b *testing.B, d Decision, err error) {
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !d.Allow {
+		b.Fatalf("benchmark input was denied: %+v", d.Violations)
+	}
+}
+
+func BenchmarkAuthzDecision(b *testing.B) {
+	e := newEngine(b)
+	ctx := context.Background()
+	in := benchAuthzInput()
+	b.Run("ast-input", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			d, err := e.Decide(ctx, Authz, in.Value())
+			mustAllow(b, d, err)
+		}
+	})
+	b.Run("baseline-go-map", func(b *testing.B) {
+		pq := e.cur.Load().queries[Authz]
+		m := asMap(b, in)
+		b.ReportAllocs()
+		for b.Loop() {
+			rs, err := pq.Eval(ctx, rego.EvalInput(m))
+			if err != nil || len(rs) != 1 {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkAdmissionDecision(b *testing.B) {
+	e := newEngine(b)
+	ctx := context.Background()
+	in, live := benchAdmission(b)
+	b.Run("ast-input", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			in.Budget.Used = SumUse(live)
+			v, err := in.Value()
+			if err != nil {
+				b.Fatal(err)
+			}
+			d, err := e.Decide(ctx, Admission, v)
+			mustAllow(b, d, err)
+		}
+	})
+	b.Run("baseline-go-map", func(b *testing.B) {
+		pq := e.cur.Load().queries[Admission]
+		in.Budget.Used = SumUse(live)
+		m := asMap(b, in)
+		b.ReportAllocs()
+		for b.Loop() {
+			rs, err := pq.Eval(ctx, rego.EvalInput(m))
+			if err != nil || len(rs) != 1 {
+				b.Fatal(err)
+			}
+		}
+	})
+}

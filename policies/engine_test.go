@@ -1,0 +1,326 @@
+package policies
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+)
+
+// newEngine compiles the embedded bundle once per test.
+func newEngine(t testing.TB) *Engine {
+	t.Helper()
+	e, err := New(context.Background(), Config{})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return e
+}
+
+// copyBundle writes the embedded bundle to a temp dir and returns the dir.
+func copyBundle(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	err := fs.WalkDir(bundleFiles, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dir, p), 0o750)
+		}
+		b, err := fs.ReadFile(bundleFiles, p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, p), b, 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil { //nolint:gosec // the tests write only into their own t.TempDir()
+		t.Fatal(err)
+	}
+}
+
+// setRevision rewrites the revision in a copied bundle's manifest.
+func setRevision(t *testing.T, dir, rev string) {
+	t.Helper()
+	writeFile(t, filepath.Join(dir, ".manifest"), `{"revision": "`+rev+`", "roots": ["sandgate"], "rego_version": 1}`)
+}
+
+func TestEngineServesTheEmbeddedBundle(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t)
+	if e.Revision() == "" {
+		t.Fatal("the embedded bundle has no revision")
+	}
+	if len(e.Rules()) == 0 {
+		t.Fatal("the embedded bundle lists no rules")
+	}
+	if e.Settings().Prefix != "sandgate-sbx-" {
+		t.Fatalf("settings prefix = %q", e.Settings().Prefix)
+	}
+}
+
+func TestEveryRequiredSpecRuleIsAnnotatedInItsEntrypoint(t *testing.T) {
+	t.Parallel()
+	want := map[Entrypoint][]string{
+		Admission: {"INPUT", "P1", "P2", "P3", "B1", "B2", "R1", "H1", "H2", "H3", "H4", "H5", "H6", "H7", "H8", "H9", "H10"},
+		Authz:     {"INPUT", "T2", "T3", "E1", "L2", "H9"},
+	}
+	have := map[Entrypoint]map[string]bool{}
+	for _, r := range newEngine(t).Rules() {
+		if have[r.Entrypoint] == nil {
+			have[r.Entrypoint] = map[string]bool{}
+		}
+		have[r.Entrypoint][r.ID] = true
+	}
+	for ep, ids := range want {
+		for _, id := range ids {
+			if !have[ep][id] {
+				t.Errorf("entrypoint %s has no rule annotated custom.id %s", ep, id)
+			}
+		}
+	}
+}
+
+func TestDecideFailsClosed(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	cases := []struct {
+		name    string
+		ctx     context.Context
+		ep      Entrypoint
+		input   ast.Value
+		wantErr error
+	}{
+		{"an unknown entrypoint is an error", context.Background(), "nope", ast.NewObject(), ErrUnknownEntrypoint},
+		{"a nil input is an error", context.Background(), Authz, nil, ErrNoInput},
+		{"a cancelled context is an error even when OPA returns a result", cancelled, Authz, ast.NewObject(), context.Canceled},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			d, err := e.Decide(c.ctx, c.ep, c.input)
+			if !errors.Is(err, c.wantErr) {
+				t.Fatalf("err = %v, want %v", err, c.wantErr)
+			}
+			if d.Allow {
+				t.Fatal("a failed decision allowed")
+			}
+			if d.ID == "" || d.Revision == "" {
+				t.Fatalf("a failed decision must still carry its id and revision for the log: %+v", d)
+			}
+		})
+	}
+}
+
+func TestAnEmptyInputIsDeniedByEveryEntrypoint(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t)
+	for _, ep := range Entrypoints {
+		d, err := e.Decide(context.Background(), ep, ast.NewObject())
+		if err != nil {
+			t.Fatalf("%s: %v", ep, err)
+		}
+		if d.Allow || len(d.Violations) == 0 {
+			t.Fatalf("%s allowed an empty input: %+v", ep, d)
+		}
+		if !strings.Contains(strings.Join(d.RuleIDs(), ","), "INPUT") {
+			t.Errorf("%s: empty input denied without an INPUT violation: %v", ep, d.RuleIDs())
+		}
+	}
+}
+
+func TestBundlesThatMustNotServe(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		edit    func(t *testing.T, dir string)
+		wantErr string
+		verify  bool
+	}{
+		{"a Rego syntax error", func(t *testing.T, dir string) {
+			writeFile(t, filepath.Join(dir, "authz", "broken.rego"), "package sandgate.authz\n\nviolations contains if {\n")
+		}, "", false},
+		{"a denying rule without METADATA", func(t *testing.T, dir string) {
+			writeFile(t, filepath.Join(dir, "authz", "extra.rego"), "package sandgate.authz\n\nviolations contains {\"rule\": \"X1\", \"msg\": \"m\"} if input.x\n")
+		}, "METADATA", false},
+		{"a denying rule whose head names another id than its annotation", func(t *testing.T, dir string) {
+			writeFile(t, filepath.Join(dir, "authz", "extra.rego"), `package sandgate.authz
+
+# METADATA
+# title: t
+# description: d
+# custom:
+#   id: X1
+#   severity: low
+violations contains {"rule": "X2", "msg": "m"} if input.x
+`)
+		}, "custom.id", false},
+		{"a denying rule with an unknown severity", func(t *testing.T, dir string) {
+			writeFile(t, filepath.Join(dir, "authz", "extra.rego"), `package sandgate.authz
+
+# METADATA
+# title: t
+# description: d
+# custom:
+#   id: X1
+#   severity: whatever
+violations contains {"rule": "X1", "msg": "m"} if input.x
+`)
+		}, "severity", false},
+		{"a package outside the manifest roots", func(t *testing.T, dir string) {
+			writeFile(t, filepath.Join(dir, "authz", "other.rego"), "package elsewhere\n\nx := 1\n")
+		}, "", false},
+		{"a manifest without a revision", func(t *testing.T, dir string) {
+			writeFile(t, filepath.Join(dir, ".manifest"), `{"roots": ["sandgate"]}`)
+		}, "revision", false},
+		{"data without the prefix", func(t *testing.T, dir string) {
+			b, err := os.ReadFile(filepath.Join(dir, "data.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(dir, "data.json"), strings.Replace(string(b), `"prefix": "sandgate-sbx-"`, `"prefix": ""`, 1))
+		}, "prefix", false},
+		{"a failing Rego test, when tests are verified", func(t *testing.T, dir string) {
+			writeFile(t, filepath.Join(dir, "authz", "zz_test.rego"), "package sandgate.authz_test\n\ntest_fails if false\n")
+		}, "tests failed", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := copyBundle(t)
+			c.edit(t, dir)
+			_, err := New(context.Background(), Config{Dir: dir, VerifyTests: c.verify})
+			if err == nil {
+				t.Fatal("the bundle was accepted")
+			}
+			if !strings.Contains(err.Error(), c.wantErr) {
+				t.Fatalf("err = %v, want it to mention %q", err, c.wantErr)
+			}
+		})
+	}
+}
+
+func TestReloadSwapsOnlyAGoodBundle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEngine(t)
+	served := e.Revision()
+
+	bad := copyBundle(t)
+	setRevision(t, bad, "bad-1")
+	writeFile(t, filepath.Join(bad, "authz", "zz_test.rego"), "package sandgate.authz_test\n\ntest_fails if false\n")
+	if err := e.Reload(ctx, Config{Dir: bad}); !errors.Is(err, ErrBundleTests) {
+		t.Fatalf("reload of a bundle whose test fails: err = %v, want ErrBundleTests", err)
+	}
+	if e.Revision() != served {
+		t.Fatalf("a failed reload replaced the serving bundle: %s", e.Revision())
+	}
+
+	good := copyBundle(t)
+	setRevision(t, good, "good-2")
+	if err := e.Reload(ctx, Config{Dir: good}); err != nil {
+		t.Fatalf("reload of a good bundle: %v", err)
+	}
+	if e.Revision() != "good-2" {
+		t.Fatalf("revision after reload = %s, want good-2", e.Revision())
+	}
+	d, err := e.Decide(ctx, Authz, ast.NewObject())
+	if err != nil || d.Revision != "good-2" {
+		t.Fatalf("decision after reload: %+v, %v", d, err)
+	}
+}
+
+func TestDecisionsDuringReloadAlwaysComeFromOneWholeBundle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEngine(t)
+	first := e.Revision()
+	next := copyBundle(t)
+	setRevision(t, next, "next")
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d, err := e.Decide(ctx, Authz, ast.NewObject())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allow || (d.Revision != first && d.Revision != "next") {
+					t.Errorf("decision during reload: %+v", d)
+					return
+				}
+			}
+		}()
+	}
+	if err := e.Reload(ctx, Config{Dir: next}); err != nil {
+		t.Error(err)
+	}
+	close(stop)
+	wg.Wait()
+}
+
+func TestTheEmbeddedBundlesTestsPassInProcess(t *testing.T) {
+	t.Parallel()
+	results, err := RunTests(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) < 50 {
+		t.Fatalf("only %d Rego tests ran", len(results))
+	}
+}
+
+func TestABundleWithoutTestsIsRefusedByReload(t *testing.T) {
+	t.Parallel()
+	dir := copyBundle(t)
+	for _, pkg := range []string{"authz", "admission"} {
+		files, _ := filepath.Glob(filepath.Join(dir, pkg, "*_test.rego"))
+		for _, f := range files {
+			if err := os.Remove(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	err := newEngine(t).Reload(context.Background(), Config{Dir: dir})
+	if !errors.Is(err, ErrBundleTests) {
+		t.Fatalf("err = %v, want ErrBundleTests", err)
+	}
+}
+
+func TestParseEntrypoint(t *testing.T) {
+	t.Parallel()
+	for _, ep := range Entrypoints {
+		got, err := ParseEntrypoint(string(ep))
+		if err != nil || got != ep {
+			t.Fatalf("ParseEntrypoint(%s) = %s, %v", ep, got, err)
+		}
+	}
+	if _, err := ParseEntrypoint("Authz"); !errors.Is(err, ErrUnknownEntrypoint) {
+		t.Fatalf("err = %v", err)
+	}
+}

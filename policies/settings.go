@@ -1,0 +1,177 @@
+package policies
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Settings is the part of the bundle's data (data.sandgate.config) that Go
+// code needs for defaults: the renderer's values, the gateway's limits. The
+// policy stays the judge; these only pick values it will then check.
+type Settings struct {
+	Prefix            string            `json:"prefix"`             // job id prefix, e.g. "sandgate-sbx-"
+	SandboxIDPattern  string            `json:"sandbox_id_pattern"` // regexp every sandbox id matches
+	Placement         PlacementSettings `json:"placement"`
+	Thresholds        Thresholds        `json:"thresholds"`
+	Priority          PrioritySettings  `json:"priority"`
+	Sandbox           SandboxSettings   `json:"sandbox"`
+	NodeBudgetDefault BudgetLimits      `json:"node_budget_default"`
+	Lifetime          LifetimeSettings  `json:"lifetime"`
+	Exec              ExecSettings      `json:"exec"`
+	Images            ChoiceSettings    `json:"images"`
+	Runtimes          RuntimeSettings   `json:"runtimes"`
+	// Profiles maps a profile name (strict, workspace) to its container settings.
+	Profiles map[string]ProfileSettings `json:"profiles"`
+	// Networks maps a network name (none, egress) to its docker network mode.
+	Networks map[string]NetworkSettings `json:"networks"`
+	Docker   DockerSettings             `json:"docker"`
+}
+
+// PlacementSettings holds where sandboxes may run.
+type PlacementSettings struct {
+	AllowedOS            []string `json:"allowed_os"`
+	AllowedArchitectures []string `json:"allowed_architectures"`
+}
+
+// Thresholds are node usage percentages (P3, R3).
+type Thresholds struct {
+	RefuseCreateMemoryPercent float64 `json:"refuse_create_memory_percent"`
+	RefuseCreateDiskPercent   float64 `json:"refuse_create_disk_percent"`
+	ReclaimDiskPercent        float64 `json:"reclaim_disk_percent"`
+	ReclaimMemoryPercent      float64 `json:"reclaim_memory_percent"`
+}
+
+// PrioritySettings holds the sandbox job priority and the ceiling it stays below (R1).
+type PrioritySettings struct {
+	Default int `json:"default"`
+	Ceiling int `json:"ceiling"`
+}
+
+// SandboxSettings holds per-sandbox resource defaults and bounds (B2).
+type SandboxSettings struct {
+	DefaultCPUMHz   int `json:"default_cpu_mhz"`
+	DefaultMemoryMB int `json:"default_memory_mb"`
+	MinCPUMHz       int `json:"min_cpu_mhz"`
+	MinMemoryMB     int `json:"min_memory_mb"`
+	MaxCPUMHz       int `json:"max_cpu_mhz"`
+	MaxMemoryMB     int `json:"max_memory_mb"`
+}
+
+// LifetimeSettings holds TTL bounds and the lifetime ceiling, in seconds (L2, H8).
+type LifetimeSettings struct {
+	DefaultTTLSeconds int `json:"default_ttl_seconds"`
+	MinTTLSeconds     int `json:"min_ttl_seconds"`
+	CeilingSeconds    int `json:"ceiling_seconds"`
+}
+
+// ExecSettings holds exec and logs limits (E1-E3).
+type ExecSettings struct {
+	DefaultTimeoutSeconds int `json:"default_timeout_seconds"`
+	MaxTimeoutSeconds     int `json:"max_timeout_seconds"`
+	MaxOutputBytes        int `json:"max_output_bytes"`
+	MaxArgvBytes          int `json:"max_argv_bytes"`
+	MaxArgs               int `json:"max_args"`
+	MaxStdinBytes         int `json:"max_stdin_bytes"`
+	MaxEnv                int `json:"max_env"`
+	MaxLogsTailBytes      int `json:"max_logs_tail_bytes"`
+}
+
+// ChoiceSettings is an allowlist with its default.
+type ChoiceSettings struct {
+	Default string   `json:"default"`
+	Allowed []string `json:"allowed"`
+}
+
+// RuntimeSettings holds the OCI runtimes docker may use (H10).
+type RuntimeSettings struct {
+	Default       string   `json:"default"`
+	Allowed       []string `json:"allowed"`
+	EgressAllowed []string `json:"egress_allowed"`
+}
+
+// ProfileSettings holds what a profile adds back and whether its root is read-only.
+type ProfileSettings struct {
+	CapAdd         []string `json:"cap_add"`
+	ReadonlyRootfs bool     `json:"readonly_rootfs"`
+}
+
+// NetworkSettings holds the docker network_mode of a sandbox network.
+type NetworkSettings struct {
+	NetworkMode string   `json:"network_mode"`
+	Enrollment  []string `json:"enrollment"`
+}
+
+// DockerSettings holds container limits the renderer applies (H3, H6).
+type DockerSettings struct {
+	PidsLimitDefault int               `json:"pids_limit_default"`
+	PidsLimitMax     int               `json:"pids_limit_max"`
+	UlimitDefault    map[string]string `json:"ulimit_default"`
+	// Tmpfs maps a mount target (/workspace, /tmp) to its size default and cap.
+	Tmpfs map[string]TmpfsSettings `json:"tmpfs"`
+}
+
+// TmpfsSettings holds a tmpfs work area's size, in MiB.
+type TmpfsSettings struct {
+	DefaultMB int `json:"default_mb"`
+	MaxMB     int `json:"max_mb"`
+}
+
+// ErrSettings means the bundle's data lacks a value Go code needs.
+var ErrSettings = errors.New("policies: bundle data")
+
+// settingsFrom decodes data.sandgate.config and checks that every value the
+// Go side relies on is present: a bundle missing one is refused.
+func settingsFrom(data map[string]any) (Settings, error) {
+	var s Settings
+	sg, _ := data["sandgate"].(map[string]any)
+	cfg, ok := sg["config"]
+	if !ok {
+		return s, fmt.Errorf("%w: data.sandgate.config is missing", ErrSettings)
+	}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return s, fmt.Errorf("%w: %w", ErrSettings, err)
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return s, fmt.Errorf("%w: data.sandgate.config: %w", ErrSettings, err)
+	}
+	return s, s.validate()
+}
+
+func (s Settings) validate() error {
+	var missing []string
+	need := func(ok bool, name string) {
+		if !ok {
+			missing = append(missing, name)
+		}
+	}
+	need(s.Prefix != "", "prefix")
+	need(s.SandboxIDPattern != "", "sandbox_id_pattern")
+	need(len(s.Placement.AllowedOS) > 0, "placement.allowed_os")
+	need(len(s.Placement.AllowedArchitectures) > 0, "placement.allowed_architectures")
+	need(s.Priority.Default > 0 && s.Priority.Default < s.Priority.Ceiling, "priority.default below priority.ceiling")
+	need(s.Sandbox.DefaultCPUMHz > 0 && s.Sandbox.DefaultMemoryMB > 0, "sandbox.default_cpu_mhz, sandbox.default_memory_mb")
+	need(s.Lifetime.DefaultTTLSeconds > 0 && s.Lifetime.CeilingSeconds >= s.Lifetime.DefaultTTLSeconds, "lifetime.default_ttl_seconds within lifetime.ceiling_seconds")
+	need(s.Exec.DefaultTimeoutSeconds > 0 && s.Exec.MaxTimeoutSeconds >= s.Exec.DefaultTimeoutSeconds, "exec.default_timeout_seconds within exec.max_timeout_seconds")
+	need(s.Exec.MaxOutputBytes > 0, "exec.max_output_bytes")
+	need(s.Images.Default != "", "images.default")
+	need(s.Runtimes.Default != "", "runtimes.default")
+	need(s.Docker.PidsLimitDefault > 0, "docker.pids_limit_default")
+	need(s.Docker.UlimitDefault["nofile"] != "" && s.Docker.UlimitDefault["nproc"] != "", "docker.ulimit_default.nofile, .nproc")
+	for _, target := range []string{"/workspace", "/tmp"} {
+		need(s.Docker.Tmpfs[target].DefaultMB > 0, "docker.tmpfs."+target+".default_mb")
+	}
+	for _, p := range []string{"strict", "workspace"} {
+		_, ok := s.Profiles[p]
+		need(ok, "profiles."+p)
+	}
+	for _, n := range []string{"none", "egress"} {
+		need(s.Networks[n].NetworkMode != "", "networks."+n+".network_mode")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: data.sandgate.config lacks %s", ErrSettings, strings.Join(missing, "; "))
+	}
+	return nil
+}
