@@ -8,10 +8,12 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 )
 
-// The benchmarks report each decision on its production path (a hand-built
-// ast.Value input, EvalParsedInput) next to a baseline in the same run: the
-// same document handed to OPA as a Go map (rego.EvalInput), which OPA must
-// normalise on every call. docs/benchmarks.md has the figures and the ratio.
+// The benchmarks report each decision on its production path (the input built
+// by hand as an ast.Value, EvalParsedInput, the result checked into a
+// Decision) next to two baselines in the same run: the naive path (the same
+// structs marshalled into a Go map per request and handed to OPA with
+// rego.EvalInput, which normalises it again) and the floor of any OPA call
+// (BenchmarkOPAFloor). docs/benchmarks.md has the figures and the ratios.
 
 func benchAuthzInput() *AuthzInput {
 	return &AuthzInput{
@@ -85,10 +87,9 @@ func BenchmarkAuthzDecision(b *testing.B) {
 	})
 	b.Run("baseline-go-map", func(b *testing.B) {
 		pq := e.cur.Load().queries[Authz]
-		m := asMap(b, in)
 		b.ReportAllocs()
 		for b.Loop() {
-			rs, err := pq.Eval(ctx, rego.EvalInput(m))
+			rs, err := pq.Eval(ctx, rego.EvalInput(asMap(b, in)))
 			if err != nil || len(rs) != 1 {
 				b.Fatal(err)
 			}
@@ -114,14 +115,30 @@ func BenchmarkAdmissionDecision(b *testing.B) {
 	})
 	b.Run("baseline-go-map", func(b *testing.B) {
 		pq := e.cur.Load().queries[Admission]
-		in.Budget.Used = SumUse(live)
-		m := asMap(b, in)
 		b.ReportAllocs()
 		for b.Loop() {
-			rs, err := pq.Eval(ctx, rego.EvalInput(m))
+			in.Budget.Used = SumUse(live)
+			rs, err := pq.Eval(ctx, rego.EvalInput(asMap(b, in)))
 			if err != nil || len(rs) != 1 {
 				b.Fatal(err)
 			}
 		}
 	})
+}
+
+// BenchmarkOPAFloor is the cost of any OPA call on this machine: a trivial
+// query on the same hand-built authz input. The decisions are reported as
+// multiples of it.
+func BenchmarkOPAFloor(b *testing.B) {
+	pq, err := rego.New(rego.Query("x := input.now"), rego.StoreReadAST(true)).PrepareForEval(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := benchAuthzInput()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := pq.Eval(context.Background(), rego.EvalParsedInput(in.Value())); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
