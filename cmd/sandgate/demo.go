@@ -70,11 +70,7 @@ func newDemoCmd() *cobra.Command {
 func demoCase(cmd *cobra.Command, out io.Writer, engine *policies.Engine, s policies.Settings, title string,
 	req sandboxRequest, enrollment string, mutate func(map[string]any),
 ) error {
-	spec, err := specFrom(s, req, time.Now().UTC().Truncate(time.Second))
-	if err != nil {
-		return err
-	}
-	jobJSON, err := renderJob(s, spec)
+	spec, jobJSON, err := renderSandbox(s, req, time.Now().UTC().Truncate(time.Second))
 	if err != nil {
 		return err
 	}

@@ -41,11 +41,7 @@ or "sandbox+egress" for --network egress unless --enrollment says otherwise.`,
 				return err
 			}
 			s := engine.Settings()
-			spec, err := specFrom(s, req, time.Now().UTC().Truncate(time.Second))
-			if err != nil {
-				return err
-			}
-			jobJSON, err := renderJob(s, spec)
+			spec, jobJSON, err := renderSandbox(s, req, time.Now().UTC().Truncate(time.Second))
 			if err != nil {
 				return err
 			}

@@ -162,15 +162,21 @@ func admissionInput(spec render.SandboxSpec, jobJSON []byte, node policies.NodeF
 	}
 }
 
-// renderJob renders spec and returns the job as the JSON that is submitted.
-func renderJob(s policies.Settings, spec render.SandboxSpec) ([]byte, error) {
+// renderSandbox fills the spec of req with the bundle's defaults, renders
+// it, and returns the spec and the job as the JSON that is submitted.
+func renderSandbox(s policies.Settings, req sandboxRequest, now time.Time) (render.SandboxSpec, []byte, error) {
+	spec, err := specFrom(s, req, now)
+	if err != nil {
+		return spec, nil, err
+	}
 	r, err := render.New(renderConfigFrom(s))
 	if err != nil {
-		return nil, err
+		return spec, nil, err
 	}
 	job, err := r.Job(spec)
 	if err != nil {
-		return nil, err
+		return spec, nil, err
 	}
-	return json.Marshal(job)
+	jobJSON, err := json.Marshal(job)
+	return spec, jobJSON, err
 }
