@@ -108,7 +108,7 @@ func (in *AuthzInput) Value() ast.Value {
 		to := ast.NewObjectWithCapacity(7)
 		putString(to, "role", t.Role)
 		putString(to, "sub", t.Sub)
-		putStrings(to, "scopes", t.Scopes, true)
+		putStrings(to, "scopes", t.Scopes)
 		putString(to, "sandbox_id", t.SandboxID)
 		putInt(to, "exp", t.Exp)
 		putString(to, "jti", t.JTI)
@@ -130,7 +130,7 @@ func (b *RequestBody) value() ast.Object {
 	putIntPtr(o, "memory_mb", b.MemoryMB)
 	putStringPtr(o, "image", b.Image)
 	putStringPtr(o, "node", b.Node)
-	putStrings(o, "argv", b.Argv, true)
+	putStrings(o, "argv", b.Argv)
 	putIntPtr(o, "timeout_seconds", b.TimeoutSeconds)
 	putIntPtr(o, "stdin_bytes", b.StdinBytes)
 	putIntPtr(o, "env_count", b.EnvCount)
@@ -207,10 +207,10 @@ func putFloatPtr(o ast.Object, k string, v *float64) {
 	}
 }
 
-// putStrings inserts a string array; with omitNil a nil slice is left out
-// while an empty non-nil one is kept (an empty argv is a fact too).
-func putStrings(o ast.Object, k string, v []string, omitNil bool) {
-	if v == nil && omitNil {
+// putStrings inserts a string array. A nil slice is left out while an empty
+// non-nil one is kept (an empty argv is a fact too), as json's omitzero does.
+func putStrings(o ast.Object, k string, v []string) {
+	if v == nil {
 		return
 	}
 	ts := make([]*ast.Term, len(v))
