@@ -1,0 +1,189 @@
+// Package store keeps sandgate's durable state: sandbox records, the
+// operator's view of nodes (enrollment, state, budget limits), the budget in
+// use per node, and token metadata. The default implementation is
+// store/bolt; store/storetest is the conformance suite every implementation
+// must pass.
+//
+// Budget use is part of the store's contract, not the caller's: a record
+// counts against its node's budget from Reserve until an Update moves it to
+// a terminal state, and the store adjusts the node's use in the same
+// transaction. Concurrent Reserve calls are serialised, so a check done
+// inside Reserve's admit callback can never be overrun (SPEC B1, B4).
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors; implementations wrap them with context.
+var (
+	// ErrNotFound: no record with that key.
+	ErrNotFound = errors.New("store: not found")
+	// ErrExists: Reserve or PutToken with a key already present.
+	ErrExists = errors.New("store: already exists")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("store: closed")
+	// ErrInvalid: a record failed validation (empty id, unknown state,
+	// negative resources, a forbidden transition).
+	ErrInvalid = errors.New("store: invalid record")
+)
+
+// State is a sandbox's lifecycle state.
+type State string
+
+// Sandbox states. Starting and running are live: they hold budget.
+// Failed and ended are terminal: budget is released, and a terminal record
+// never becomes live again.
+const (
+	StateStarting State = "starting"
+	StateRunning  State = "running"
+	StateFailed   State = "failed"
+	StateEnded    State = "ended"
+)
+
+// Live reports whether the state holds budget.
+func (s State) Live() bool { return s == StateStarting || s == StateRunning }
+
+// Valid reports whether s is one of the four states.
+func (s State) Valid() bool {
+	switch s {
+	case StateStarting, StateRunning, StateFailed, StateEnded:
+		return true
+	}
+	return false
+}
+
+// Sandbox is the durable record of one sandbox.
+type Sandbox struct {
+	ID        string            `json:"id"`
+	JobID     string            `json:"job_id"`
+	Node      string            `json:"node"`      // Nomad node name
+	Principal string            `json:"principal"` // sub of the token that created it
+	Profile   string            `json:"profile"`
+	Network   string            `json:"network"`
+	Image     string            `json:"image"`
+	CPUMHz    int64             `json:"cpu_mhz"`
+	MemoryMB  int64             `json:"memory_mb"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	State     State             `json:"state"`
+	CreatedAt time.Time         `json:"created_at"`
+	ExpiresAt time.Time         `json:"expires_at"`
+	CeilingAt time.Time         `json:"ceiling_at"`
+	UpdatedAt time.Time         `json:"updated_at"`
+	EndedAt   time.Time         `json:"ended_at,omitzero"`
+	// EndReason says why a terminal record ended: destroyed, expired,
+	// job_missing, placement_failed, register_failed, reclaimed.
+	EndReason string `json:"end_reason,omitempty"`
+	// AllocID is the Nomad allocation once one is placed.
+	AllocID string `json:"alloc_id,omitempty"`
+	// TokenDigest is the hex SHA-256 of the session token; empty once
+	// revoked. The token itself is never stored (SPEC T1).
+	TokenDigest string `json:"token_digest,omitempty"`
+	TokenJTI    string `json:"token_jti,omitempty"`
+	// Spec is the rendered job as submitted (JSON), for audit and reconcile.
+	Spec      []byte `json:"spec,omitempty"`
+	LastError string `json:"last_error,omitempty"`
+}
+
+// Usage is what live sandboxes hold on one node, or for one principal.
+type Usage struct {
+	Sandboxes int64 `json:"sandboxes"`
+	CPUMHz    int64 `json:"cpu_mhz"`
+	MemoryMB  int64 `json:"memory_mb"`
+}
+
+// ReserveFacts are handed to Reserve's admit callback, read inside the
+// write transaction that will insert the record.
+type ReserveFacts struct {
+	Node      Usage // live use on the record's node, excluding the new record
+	Principal Usage // live use by the record's principal, excluding the new record
+	NodeInfo  *Node // the node's operator record, nil when there is none
+}
+
+// Filter selects sandboxes in List. Zero fields match everything.
+type Filter struct {
+	Principal string
+	Node      string
+	LiveOnly  bool
+}
+
+// Node is the operator's record of a Nomad client node.
+type Node struct {
+	Name string `json:"name"`
+	// Enrollment: none, sandbox or sandbox+egress.
+	Enrollment string `json:"enrollment"`
+	// State: active, frozen, reserved or draining.
+	State string `json:"state"`
+	// Budget limits for this node (SPEC B1); zero values mean "use the
+	// policy data's node_budget_default".
+	MaxSandboxes int64     `json:"max_sandboxes"`
+	CPUMHz       int64     `json:"cpu_mhz"`
+	MemoryMB     int64     `json:"memory_mb"`
+	UpdatedAt    time.Time `json:"updated_at"`
+}
+
+// Token is the metadata of an operator or agent token. The token itself is
+// never stored.
+type Token struct {
+	JTI       string    `json:"jti"`
+	Role      string    `json:"role"`
+	Subject   string    `json:"sub"`
+	Label     string    `json:"label,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	RevokedAt time.Time `json:"revoked_at,omitzero"`
+	LastUsed  time.Time `json:"last_used,omitzero"`
+	// MaxLiveSandboxes is an agent's quota (SPEC B3); zero: policy default.
+	MaxLiveSandboxes int64 `json:"max_live_sandboxes,omitempty"`
+}
+
+// Store is sandgate's durable state. Every method honours ctx before it
+// starts work; a write either happens completely or not at all.
+type Store interface {
+	// Reserve inserts rec (which must be live) if admit, called inside the
+	// same write transaction with the current use, returns nil. admit's
+	// error is returned unwrapped-comparable (errors.Is/As work on it) and
+	// nothing is written. ErrExists if rec.ID is taken.
+	Reserve(ctx context.Context, rec Sandbox, admit func(ReserveFacts) error) error
+	// Get returns the record or ErrNotFound.
+	Get(ctx context.Context, id string) (Sandbox, error)
+	// List returns matching records ordered by CreatedAt, then ID.
+	List(ctx context.Context, f Filter) ([]Sandbox, error)
+	// Update applies mutate to the current record in one transaction and
+	// returns the result. mutate must not change ID, Node, Principal,
+	// CPUMHz or MemoryMB (ErrInvalid), nor make a terminal record live
+	// (ErrInvalid). A live-to-terminal change releases the record's budget
+	// in the same transaction. An error from mutate aborts and is returned.
+	// ErrNotFound if absent.
+	Update(ctx context.Context, id string, mutate func(*Sandbox) error) (Sandbox, error)
+	// NodeUsage returns the live use on one node (zero for an unknown node).
+	NodeUsage(ctx context.Context, node string) (Usage, error)
+
+	// PutNode creates or replaces a node record.
+	PutNode(ctx context.Context, n Node) error
+	// GetNode returns a node record or ErrNotFound.
+	GetNode(ctx context.Context, name string) (Node, error)
+	// ListNodes returns all node records ordered by name.
+	ListNodes(ctx context.Context) ([]Node, error)
+	// DeleteNode removes a node record; ErrNotFound if absent.
+	DeleteNode(ctx context.Context, name string) error
+
+	// PutToken records a new token's metadata; ErrExists if the jti is taken.
+	PutToken(ctx context.Context, t Token) error
+	// GetToken returns a token record or ErrNotFound.
+	GetToken(ctx context.Context, jti string) (Token, error)
+	// ListTokens returns all token records ordered by CreatedAt, then JTI.
+	ListTokens(ctx context.Context) ([]Token, error)
+	// RevokeToken sets RevokedAt (idempotent: a second call keeps the first
+	// time); ErrNotFound if absent.
+	RevokeToken(ctx context.Context, jti string, at time.Time) error
+	// TouchToken records a use (LastUsed); implementations may coarsen it.
+	TouchToken(ctx context.Context, jti string, at time.Time) error
+
+	// Ping reports whether the store is usable (for /readyz).
+	Ping(ctx context.Context) error
+	// Close releases the store; later calls return ErrClosed.
+	Close() error
+}
