@@ -14,9 +14,9 @@ BUILD    := .build
 
 all: test
 
-## run: render and admit a sample sandbox with the embedded bundle (see README)
+## run: the gateway on 127.0.0.1:8080 (a real Nomad at NOMAD_ADDR, else the simulator; see README)
 run: build
-	$(BUILD)/sandgate demo
+	$(BUILD)/sandgate dev $(RUN_ARGS)
 
 build:
 	@mkdir -p $(BUILD)

@@ -27,7 +27,27 @@ type Settings struct {
 	// Networks maps a network name (none, egress) to its docker network mode.
 	Networks map[string]NetworkSettings `json:"networks"`
 	Docker   DockerSettings             `json:"docker"`
+	// Roles maps a token role (operator, agent, session) to its scopes.
+	Roles map[string]RoleSettings `json:"roles"`
 }
+
+// RoleSettings holds the scopes a role is granted (T1, T2).
+type RoleSettings struct {
+	Scopes []string `json:"scopes"`
+}
+
+// RoleScopes returns a copy of the scopes granted to role; nil for an
+// unknown role.
+func (s Settings) RoleScopes(role string) []string {
+	r, ok := s.Roles[role]
+	if !ok {
+		return nil
+	}
+	return append([]string(nil), r.Scopes...)
+}
+
+// SessionScopes returns the scopes of a session token.
+func (s Settings) SessionScopes() []string { return s.RoleScopes("session") }
 
 // PlacementSettings holds where sandboxes may run.
 type PlacementSettings struct {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"sandgate/gateway"
 	"sandgate/policies"
 	"sandgate/render"
 )
@@ -34,16 +35,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	s := e.Settings()
-	cfg := render.DefaultConfig()
-	cfg.Profiles = map[render.Profile]render.ProfileConfig{}
-	for name, p := range s.Profiles {
-		cfg.Profiles[render.Profile(name)] = render.ProfileConfig{CapAdd: p.CapAdd, ReadonlyRootfs: p.ReadonlyRootfs}
-	}
-	cfg.NetworkModes = map[render.Network]string{}
-	for name, n := range s.Networks {
-		cfg.NetworkModes[render.Network(name)] = n.NetworkMode
-	}
-	r, err := render.New(cfg)
+	r, err := render.New(gateway.RenderConfig(s))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"sandgate/gateway"
 	"sandgate/policies"
 )
 
@@ -17,8 +18,8 @@ const simulatedBanner = `
 ################################################################################
 #  SIMULATED CLUSTER: no Nomad is contacted and no command is executed.         #
 #  The worker below is a built-in description (linux, healthy, idle, enrolled). #
-#  The REST gateway itself arrives with the next issue; this demo exercises     #
-#  the policy core: render -> admission -> decision, with the embedded bundle.  #
+#  This demo exercises the policy core: render -> admission -> decision, with   #
+#  the embedded bundle. 'sandgate dev' (make run) starts the whole gateway.     #
 ################################################################################
 `
 
@@ -84,7 +85,7 @@ func demoCase(cmd *cobra.Command, out io.Writer, engine *policies.Engine, s poli
 			return err
 		}
 	}
-	in := admissionInput(spec, jobJSON, defaultWorker(req.Node, spec.Arch, enrollment, s), policies.Budget{Limits: s.NodeBudgetDefault}, "operator:demo")
+	in := gateway.AdmissionInput(spec, jobJSON, gateway.WorkerFacts(req.Node, spec.Arch, enrollment, s), policies.Budget{Limits: s.NodeBudgetDefault}, "operator:demo")
 	v, err := in.Value()
 	if err != nil {
 		return err

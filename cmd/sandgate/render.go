@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"sandgate/gateway"
 	"sandgate/policies"
 )
 
@@ -54,9 +55,9 @@ or "sandbox+egress" for --network egress unless --enrollment says otherwise.`,
 					enrollment = "sandbox+egress"
 				}
 			}
-			node := defaultWorker(req.Node, spec.Arch, enrollment, s)
+			node := gateway.WorkerFacts(req.Node, spec.Arch, enrollment, s)
 			budget := policies.Budget{Limits: s.NodeBudgetDefault}
-			in := admissionInput(spec, jobJSON, node, budget, principal)
+			in := gateway.AdmissionInput(spec, jobJSON, node, budget, principal)
 			doc, err := json.Marshal(in)
 			if err != nil {
 				return err

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"sandgate/gateway"
+	"sandgate/gateway/audit"
+	"sandgate/gateway/token"
+	"sandgate/nomad"
+	"sandgate/policies"
+	"sandgate/store"
+	"sandgate/store/bolt"
+)
+
+// gatewayOptions is everything `dev` and `serve` turn their flags and
+// config file into.
+type gatewayOptions struct {
+	Listen         string
+	TLSCert        string
+	TLSKey         string
+	DataDir        string
+	SigningKeyFile string // default <data>/signing.key
+	Issuer         string
+	Audience       string
+	PolicyDir      string
+	Nomad          nomad.Config
+	// Simulated: Nomad is the built-in simulator (Nomad.Address points at it).
+	Simulated         bool
+	ReaperInterval    time.Duration
+	ReconcileInterval time.Duration
+	DecisionLogBytes  int64
+	DecisionLogKeep   int
+	// Nodes are enrolled (or re-enrolled) at start.
+	Nodes []store.Node
+	// Ready, when set, is called once the listener is open.
+	Ready func(addr string, issuer *token.Issuer, st store.Store, s policies.Settings) error
+}
+
+// openedParts are the parts a gateway is built from, for closing.
+type openedParts struct {
+	store  store.Store
+	audit  *audit.Log
+	issuer *token.Issuer
+}
+
+func (p *openedParts) close() {
+	if p.audit != nil {
+		_ = p.audit.Close()
+	}
+	if p.store != nil {
+		_ = p.store.Close()
+	}
+}
+
+// openIssuer loads (or creates) the signing key and builds the token issuer.
+func openIssuer(dataDir, keyFile, issuer, audience string) (*token.Issuer, bool, error) {
+	if keyFile == "" {
+		keyFile = filepath.Join(dataDir, "signing.key")
+	}
+	key, created, err := token.LoadOrCreateKey(keyFile)
+	if err != nil {
+		return nil, false, fmt.Errorf("signing key %s: %w", keyFile, err)
+	}
+	cfg := token.DefaultConfig()
+	cfg.Key = key
+	if issuer != "" {
+		cfg.Issuer = issuer
+	}
+	if audience != "" {
+		cfg.Audience = audience
+	}
+	iss, err := token.New(cfg)
+	return iss, created, err
+}
+
+func openStore(dataDir string) (store.Store, error) {
+	st, err := bolt.Open(filepath.Join(dataDir, "sandgate.db"), bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// runGateway opens the store, the decision log, the engine and the Nomad
+// client, serves the API and runs the reaper and reconciliation until ctx
+// is done.
+func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
+	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var parts openedParts
+	defer parts.close()
+
+	engine, err := policies.New(ctx, policies.Config{Dir: o.PolicyDir, VerifyTests: o.PolicyDir != ""})
+	if err != nil {
+		return fmt.Errorf("policy bundle: %w", err)
+	}
+	iss, _, err := openIssuer(o.DataDir, o.SigningKeyFile, o.Issuer, o.Audience)
+	if err != nil {
+		return err
+	}
+	parts.issuer = iss
+	if parts.store, err = openStore(o.DataDir); err != nil {
+		return err
+	}
+	if parts.audit, err = audit.Open(audit.Config{
+		Path: filepath.Join(o.DataDir, "decisions.jsonl"), MaxBytes: o.DecisionLogBytes, Keep: o.DecisionLogKeep,
+	}); err != nil {
+		return err
+	}
+	for _, n := range o.Nodes {
+		n.UpdatedAt = time.Now().UTC()
+		if err := parts.store.PutNode(ctx, n); err != nil {
+			return fmt.Errorf("enroll %s: %w", n.Name, err)
+		}
+	}
+
+	var srv *gateway.Server
+	ncfg := o.Nomad
+	ncfg.JobPrefix = engine.Settings().Prefix
+	ncfg.Observe = func(op string, d time.Duration, err error) {
+		if srv != nil {
+			srv.ObserveNomad(op, d, err)
+		}
+	}
+	nc, err := nomad.New(ncfg)
+	if err != nil {
+		return fmt.Errorf("nomad client: %w", err)
+	}
+	srv, err = gateway.New(gateway.Config{
+		Engine: engine, Store: parts.store, Nomad: nc, Tokens: iss, Decisions: parts.audit,
+		Logger: log, ReaperInterval: o.ReaperInterval, ReconcileInterval: o.ReconcileInterval,
+		Simulated: o.Simulated, Version: version,
+	})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", o.Listen, err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	if o.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("tls: %w", err)
+		}
+		hs.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+		ln = tls.NewListener(ln, hs.TLSConfig)
+	}
+	if o.Ready != nil {
+		if err := o.Ready(ln.Addr().String(), iss, parts.store, engine.Settings()); err != nil {
+			_ = ln.Close()
+			return err
+		}
+	}
+	log.Info("sandgate gateway listening", "addr", ln.Addr().String(), "tls", o.TLSCert != "",
+		"bundle_revision", engine.Revision(), "nomad", o.Nomad.Address, "simulated", o.Simulated, "data", o.DataDir)
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	loops := make(chan struct{})
+	go func() { srv.Run(runCtx); close(loops) }()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		if !errors.Is(err, http.ErrServerClosed) {
+			stop()
+			<-loops
+			return err
+		}
+	}
+	log.Info("shutting down")
+	shutCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(shutCtx)
+	stop()
+	<-loops
+	return nil
+}
+
+// mintRecorded mints an operator or agent token and records its metadata
+// (tokens that are not recorded are refused, T4).
+func mintRecorded(ctx context.Context, iss *token.Issuer, st store.Store, s policies.Settings, role token.Role, subject, label string, ttl time.Duration) (string, token.Claims, error) {
+	raw, claims, err := iss.Mint(token.MintRequest{Role: role, Subject: subject, Scopes: s.RoleScopes(string(role)), TTL: ttl, Label: label})
+	if err != nil {
+		return "", claims, err
+	}
+	err = st.PutToken(ctx, store.Token{
+		JTI: claims.ID, Role: string(role), Subject: subject, Label: label,
+		CreatedAt: claims.IssuedAt.UTC(), ExpiresAt: claims.ExpiresAt.UTC(),
+	})
+	return raw, claims, err
+}
+
+// version is set at build time (-ldflags "-X main.version=...").
+var version = "dev"

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"sandgate/nomad"
+	"sandgate/store"
+)
+
+// serveConfig is the production configuration file (JSON). Every field is
+// documented in docs/runbook.md; unknown fields are refused.
+type serveConfig struct {
+	// Listen is the address the API listens on, e.g. "0.0.0.0:8443".
+	Listen string `json:"listen"`
+	// TLS: certificate and key files (PEM). Both or neither.
+	TLS struct {
+		CertFile string `json:"cert_file"`
+		KeyFile  string `json:"key_file"`
+	} `json:"tls"`
+	// DataDir holds sandgate.db, decisions.jsonl and (by default) signing.key.
+	DataDir string `json:"data_dir"`
+	// SigningKeyFile is the Ed25519 token signing key (PKCS#8 PEM, mode
+	// 0600); created on first start when absent. Default <data_dir>/signing.key.
+	SigningKeyFile string `json:"signing_key_file"`
+	// TokenIssuer and TokenAudience are the iss and aud of every token.
+	TokenIssuer   string `json:"token_issuer"`
+	TokenAudience string `json:"token_audience"`
+	// PolicyDir is a bundle directory to serve instead of the embedded one;
+	// its own tests must pass before it serves.
+	PolicyDir string `json:"policy_dir"`
+	Nomad     struct {
+		Address string `json:"address"`
+		// TokenFile holds the Nomad ACL token (never put the token itself here).
+		TokenFile     string `json:"token_file"`
+		Region        string `json:"region"`
+		Namespace     string `json:"namespace"`
+		CACert        string `json:"ca_cert"`
+		ClientCert    string `json:"client_cert"`
+		ClientKey     string `json:"client_key"`
+		TLSServerName string `json:"tls_server_name"`
+		// Timeout per Nomad call, e.g. "10s".
+		Timeout duration `json:"timeout"`
+	} `json:"nomad"`
+	// ReaperInterval (L1, default "30s") and ReconcileInterval (L4, default "5m").
+	ReaperInterval    duration `json:"reaper_interval"`
+	ReconcileInterval duration `json:"reconcile_interval"`
+	// DecisionLog rotation: size in bytes and rotated files kept.
+	DecisionLog struct {
+		MaxBytes int64 `json:"max_bytes"`
+		Keep     int   `json:"keep"`
+	} `json:"decision_log"`
+	// Nodes are enrolled at every start (until the hosts API manages them).
+	Nodes []struct {
+		Name         string `json:"name"`
+		Egress       bool   `json:"egress"`
+		MaxSandboxes int64  `json:"max_sandboxes"`
+		CPUMHz       int64  `json:"cpu_mhz"`
+		MemoryMB     int64  `json:"memory_mb"`
+	} `json:"nodes"`
+}
+
+// duration reads "30s"-style strings.
+type duration time.Duration
+
+func (d *duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration must be a string like \"30s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = duration(v)
+	return nil
+}
+
+func loadServeConfig(path string) (gatewayOptions, error) {
+	var o gatewayOptions
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return o, err
+	}
+	var c serveConfig
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return o, fmt.Errorf("%s: %w", path, err)
+	}
+	var problems []string
+	if c.Listen == "" {
+		problems = append(problems, "listen is required")
+	}
+	if c.DataDir == "" {
+		problems = append(problems, "data_dir is required")
+	}
+	if c.Nomad.Address == "" {
+		problems = append(problems, "nomad.address is required")
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		problems = append(problems, "tls.cert_file and tls.key_file go together")
+	}
+	if len(problems) > 0 {
+		return o, fmt.Errorf("%s: %s", path, strings.Join(problems, "; "))
+	}
+	nc := nomad.DefaultConfig()
+	nc.Address, nc.Region, nc.Namespace = c.Nomad.Address, c.Nomad.Region, c.Nomad.Namespace
+	nc.TLS = nomad.TLSConfig{CACert: c.Nomad.CACert, ClientCert: c.Nomad.ClientCert, ClientKey: c.Nomad.ClientKey, ServerName: c.Nomad.TLSServerName}
+	if c.Nomad.Timeout > 0 {
+		nc.Timeout = time.Duration(c.Nomad.Timeout)
+	}
+	if c.Nomad.TokenFile != "" {
+		tok, err := os.ReadFile(c.Nomad.TokenFile)
+		if err != nil {
+			return o, fmt.Errorf("nomad.token_file: %w", err)
+		}
+		nc.Token = strings.TrimSpace(string(tok))
+	}
+	o = gatewayOptions{
+		Listen: c.Listen, TLSCert: c.TLS.CertFile, TLSKey: c.TLS.KeyFile, DataDir: c.DataDir,
+		SigningKeyFile: c.SigningKeyFile, Issuer: c.TokenIssuer, Audience: c.TokenAudience,
+		PolicyDir: c.PolicyDir, Nomad: nc,
+		ReaperInterval: time.Duration(c.ReaperInterval), ReconcileInterval: time.Duration(c.ReconcileInterval),
+		DecisionLogBytes: c.DecisionLog.MaxBytes, DecisionLogKeep: c.DecisionLog.Keep,
+	}
+	for _, n := range c.Nodes {
+		if n.Name == "" {
+			return o, errors.New(path + ": nodes[].name is required")
+		}
+		enr := "sandbox"
+		if n.Egress {
+			enr = "sandbox+egress"
+		}
+		o.Nodes = append(o.Nodes, store.Node{Name: n.Name, Enrollment: enr, State: "active",
+			MaxSandboxes: n.MaxSandboxes, CPUMHz: n.CPUMHz, MemoryMB: n.MemoryMB})
+	}
+	return o, nil
+}
+
+func newServeCmd() *cobra.Command {
+	var configFile string
+	cmd := &cobra.Command{
+		Use:   "serve --config FILE",
+		Short: "Run the gateway in production from a JSON configuration file",
+		Long: `Run the gateway from a JSON configuration file (see docs/runbook.md for every
+field). Mint the first operator token with 'sandgate token mint --data DIR'
+before the first start: the store is locked while the gateway runs.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if configFile == "" {
+				return errors.New("--config is required")
+			}
+			o, err := loadServeConfig(configFile)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runGateway(ctx, o, cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().StringVar(&configFile, "config", "", "configuration file (JSON)")
+	return cmd
+}

@@ -1,0 +1,151 @@
+// Package audit writes sandgate's decision log: one JSON line per policy
+// decision, allow or deny, in <data>/decisions.jsonl, rotated by size.
+// Security reviewers read it to learn which rule denied what, under which
+// bundle revision; the input itself is not logged (it can hold a command
+// line), only its SHA-256.
+package audit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// Entry is one decision.
+type Entry struct {
+	Time       time.Time `json:"time"`
+	DecisionID string    `json:"decision_id"`
+	Entrypoint string    `json:"entrypoint"`
+	Revision   string    `json:"bundle_revision"`
+	Allow      bool      `json:"allow"`
+	RuleIDs    []string  `json:"rule_ids"`
+	// InputSHA is the hex SHA-256 of the input document's JSON.
+	InputSHA   string `json:"input_sha256"`
+	DurationUS int64  `json:"duration_us"`
+	Principal  string `json:"principal,omitempty"`
+	Method     string `json:"method,omitempty"`
+	Route      string `json:"route,omitempty"`
+	RequestID  string `json:"request_id,omitempty"`
+	SandboxID  string `json:"sandbox_id,omitempty"`
+	// Error is set when the engine failed (the request was refused).
+	Error string `json:"error,omitempty"`
+}
+
+// Config says where and how big.
+type Config struct {
+	// Path of the live file, e.g. <data>/decisions.jsonl.
+	Path string
+	// MaxBytes rotates the file once it would grow past this; default 64 MiB.
+	MaxBytes int64
+	// Keep is how many rotated files (decisions.jsonl.1 ... .N) are kept; default 5.
+	Keep int
+}
+
+// Log is a size-rotated JSON-lines file, safe for concurrent use. Every
+// Write is one write(2) of one complete line.
+type Log struct {
+	cfg  Config
+	mu   sync.Mutex
+	f    *os.File
+	size int64
+}
+
+// Open opens (or creates, mode 0600) the log.
+func Open(cfg Config) (*Log, error) {
+	if cfg.Path == "" {
+		return nil, errors.New("audit: Config.Path is required")
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = 64 << 20
+	}
+	if cfg.Keep <= 0 {
+		cfg.Keep = 5
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o700); err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	l := &Log{cfg: cfg}
+	if err := l.open(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *Log) open() error {
+	f, err := os.OpenFile(l.cfg.Path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("audit: open %s: %w", l.cfg.Path, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return fmt.Errorf("audit: stat %s: %w", l.cfg.Path, err)
+	}
+	l.f, l.size = f, st.Size()
+	return nil
+}
+
+// Write appends one entry. An error means the entry was not recorded; the
+// caller must refuse the request it was deciding.
+func (l *Log) Write(e Entry) error {
+	if e.RuleIDs == nil {
+		e.RuleIDs = []string{}
+	}
+	line, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("audit: marshal: %w", err)
+	}
+	line = append(line, '\n')
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return errors.New("audit: log is closed")
+	}
+	if l.size > 0 && l.size+int64(len(line)) > l.cfg.MaxBytes {
+		if err := l.rotate(); err != nil {
+			return err
+		}
+	}
+	n, err := l.f.Write(line)
+	l.size += int64(n)
+	if err != nil {
+		return fmt.Errorf("audit: write: %w", err)
+	}
+	return nil
+}
+
+// rotate shifts decisions.jsonl.N-1 to .N, the live file to .1, and opens
+// a fresh live file. The oldest file beyond Keep is removed.
+func (l *Log) rotate() error {
+	if err := l.f.Close(); err != nil {
+		return fmt.Errorf("audit: close for rotation: %w", err)
+	}
+	l.f = nil
+	for i := l.cfg.Keep; i >= 1; i-- {
+		from := l.cfg.Path
+		if i > 1 {
+			from = fmt.Sprintf("%s.%d", l.cfg.Path, i-1)
+		}
+		to := fmt.Sprintf("%s.%d", l.cfg.Path, i)
+		if err := os.Rename(from, to); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("audit: rotate: %w", err)
+		}
+	}
+	return l.open()
+}
+
+// Close closes the file; later writes fail.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	return err
+}

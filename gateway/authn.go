@@ -1,0 +1,118 @@
+package gateway
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"sandgate/gateway/token"
+	"sandgate/policies"
+	"sandgate/store"
+)
+
+// caller is the authenticated principal of a request.
+type caller struct {
+	claims token.Claims
+	// active is the store's verdict: the token is known and not revoked,
+	// and a session token's digest matches its live sandbox record.
+	active bool
+}
+
+// principal names the caller in records and logs: "<role>:<sub>".
+func (c *caller) principal() string { return string(c.claims.Role) + ":" + c.claims.Subject }
+
+func (c *caller) facts() *policies.TokenFacts {
+	var exp int64
+	if c.claims.ExpiresAt != nil {
+		exp = c.claims.ExpiresAt.Unix()
+	}
+	return &policies.TokenFacts{
+		Role:      string(c.claims.Role),
+		Sub:       c.claims.Subject,
+		Scopes:    c.claims.Scopes,
+		SandboxID: c.claims.SandboxID,
+		Exp:       exp,
+		JTI:       c.claims.ID,
+		Active:    c.active,
+	}
+}
+
+const ctxCaller = "sandgate.caller"
+
+func callerOf(c echo.Context) *caller {
+	v, _ := c.Get(ctxCaller).(*caller)
+	return v
+}
+
+// authenticate verifies the bearer token and looks up whether it is still
+// active. A missing, malformed, forged or expired token is a 401; a store
+// failure is a 503. Nothing downstream runs on an error.
+func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Request().Header.Get(echo.HeaderAuthorization)
+		scheme, raw, ok := strings.Cut(h, " ")
+		if h == "" {
+			return unauthenticated("missing Authorization: Bearer <token> header")
+		}
+		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(raw) == "" {
+			return unauthenticated("the Authorization header must be \"Bearer <token>\"")
+		}
+		raw = strings.TrimSpace(raw)
+		claims, err := s.cfg.Tokens.Verify(raw)
+		if err != nil {
+			var ve *token.VerifyError
+			detail := "the token is not valid"
+			if errors.As(err, &ve) {
+				detail = "the token is not valid: " + ve.Reason
+			}
+			if errors.Is(err, token.ErrExpired) {
+				p := newProblem(401, codeTokenExpired, "the token has expired; ask for a new one")
+				p.wwwAuth = `Bearer realm="sandgate", error="invalid_token"`
+				return p
+			}
+			p := unauthenticated(detail)
+			p.wwwAuth = `Bearer realm="sandgate", error="invalid_token"`
+			return p
+		}
+		active, err := s.tokenActive(c, claims, raw)
+		if err != nil {
+			return unavailable("the token store could not be read; nothing was changed", err)
+		}
+		c.Set(ctxCaller, &caller{claims: claims, active: active})
+		return next(c)
+	}
+}
+
+// tokenActive decides, from the store, whether a verified token may still
+// be used (T4): an operator or agent token must be recorded and not revoked;
+// a session token's digest must match the live record of its sandbox (a
+// destroyed sandbox has no digest left).
+func (s *Server) tokenActive(c echo.Context, claims token.Claims, raw string) (bool, error) {
+	ctx := c.Request().Context()
+	if claims.Role == token.RoleSession {
+		rec, err := s.cfg.Store.Get(ctx, claims.SandboxID)
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return rec.TokenDigest != "" && rec.TokenJTI == claims.ID &&
+			token.DigestEqual(rec.TokenDigest, token.Digest(raw)), nil
+	}
+	t, err := s.cfg.Store.GetToken(ctx, claims.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !t.RevokedAt.IsZero() || t.Role != string(claims.Role) || t.Subject != claims.Subject {
+		return false, nil
+	}
+	if err := s.cfg.Store.TouchToken(ctx, claims.ID, s.cfg.Now()); err != nil {
+		s.log.Warn("record token use", "jti", claims.ID, "err", err)
+	}
+	return true, nil
+}

@@ -1,0 +1,203 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+
+	"github.com/labstack/echo/v4"
+	"github.com/open-policy-agent/opa/v1/ast"
+
+	"sandgate/gateway/audit"
+	"sandgate/policies"
+	"sandgate/store"
+)
+
+const (
+	ctxBody     = "sandgate.body"
+	ctxRecord   = "sandgate.record"
+	ctxDecision = "sandgate.decision"
+)
+
+// authorize decodes the route's body, loads the sandbox the route targets,
+// and asks data.sandgate.authz.decision. Only an allow reaches the handler.
+func (s *Server) authorize(newBody func() requestBody) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			ctx := c.Request().Context()
+			cl := callerOf(c)
+			if cl == nil { // authenticate did not run: refuse, never allow
+				return unauthenticated("no authenticated caller")
+			}
+			in := policies.AuthzInput{
+				Now: s.cfg.Now().Unix(),
+				Request: policies.Request{
+					Method: c.Request().Method,
+					Route:  c.Path(),
+					Params: pathParams(c),
+				},
+				Token: cl.facts(),
+			}
+			var body requestBody
+			if newBody != nil {
+				body = newBody()
+				if err := decodeBody(c.Request().Body, body); err != nil {
+					return err
+				}
+				in.Request.Body = body.policyBody()
+			}
+			if c.Path() == "/v1/sandboxes/:id/logs" {
+				q, err := logsQuery(c)
+				if err != nil {
+					return err
+				}
+				in.Request.Query = q
+			}
+			var rec *store.Sandbox
+			if id := c.Param("id"); id != "" {
+				r, err := s.cfg.Store.Get(ctx, id)
+				switch {
+				case errors.Is(err, store.ErrNotFound):
+				case err != nil:
+					return unavailable("the sandbox store could not be read; nothing was changed", err)
+				default:
+					rec = &r
+					in.Sandbox = policyRecord(r)
+				}
+			}
+			d, err := s.decide(ctx, policies.Authz, in.Value(), &in, cl.principal(), c)
+			if err != nil {
+				return err
+			}
+			if !d.Allow {
+				return s.denial(d, rec, c.Param("id"))
+			}
+			if body != nil {
+				if err := body.check(s); err != nil {
+					return err
+				}
+				c.Set(ctxBody, body)
+			}
+			if rec != nil {
+				c.Set(ctxRecord, rec)
+			}
+			c.Set(ctxDecision, d)
+			return next(c)
+		}
+	}
+}
+
+func pathParams(c echo.Context) map[string]string {
+	names := c.ParamNames()
+	if len(names) == 0 {
+		return nil
+	}
+	p := make(map[string]string, len(names))
+	for i, n := range names {
+		p[n] = c.ParamValues()[i]
+	}
+	return p
+}
+
+func policyRecord(r store.Sandbox) *policies.SandboxRecord {
+	return &policies.SandboxRecord{
+		ID: r.ID, JobID: r.JobID, Principal: r.Principal, State: string(r.State),
+		Profile: r.Profile, Network: r.Network, Node: r.Node,
+		CreatedAt: r.CreatedAt.Unix(), ExpiresAt: r.ExpiresAt.Unix(), CeilingAt: r.CeilingAt.Unix(),
+	}
+}
+
+// decide evaluates one entrypoint, logs the decision (allow or deny) and
+// counts it. An evaluation error or an unwritable decision log refuses the
+// request: sandgate fails closed.
+func (s *Server) decide(ctx context.Context, ep policies.Entrypoint, v ast.Value, doc any, principal string, c echo.Context) (policies.Decision, error) {
+	d, err := s.cfg.Engine.Decide(ctx, ep, v)
+	s.metrics.observeDecision(d, err)
+	entry := audit.Entry{
+		Time:       s.cfg.Now().UTC(),
+		DecisionID: d.ID,
+		Entrypoint: string(ep),
+		Revision:   d.Revision,
+		Allow:      err == nil && d.Allow,
+		RuleIDs:    d.RuleIDs(),
+		InputSHA:   inputDigest(doc),
+		DurationUS: d.Duration.Microseconds(),
+		Principal:  principal,
+	}
+	if c != nil {
+		entry.Method = c.Request().Method
+		entry.Route = c.Path()
+		entry.RequestID = c.Response().Header().Get(echo.HeaderXRequestID)
+	}
+	if err != nil {
+		entry.Error = err.Error()
+	}
+	if lerr := s.cfg.Decisions.Write(entry); lerr != nil {
+		return d, unavailable("the decision log could not be written; the request was refused", lerr)
+	}
+	if err != nil {
+		p := newProblem(http.StatusServiceUnavailable, codeUnavailable, "the policy could not decide; the request was refused (fail closed)")
+		p.DecisionID = d.ID
+		p.cause = err
+		p.retryAfter = 5
+		return d, p
+	}
+	return d, nil
+}
+
+// inputDigest is the hex SHA-256 of the input document's JSON.
+func inputDigest(doc any) string {
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// denial maps an authz deny to a problem. A missing target is a 404 for
+// every role (ids are random: this reveals nothing a 403 would not); an
+// expired target a 410; a revoked token a 401 (before anything else: the
+// caller must authenticate again); everything else a 403.
+func (s *Server) denial(d policies.Decision, rec *store.Sandbox, id string) error {
+	rules := d.RuleIDs()
+	var p *Problem
+	switch {
+	case id != "" && rec == nil:
+		p = notFound(id)
+	case slices.Contains(rules, "T4"):
+		p = unauthenticated("the token has been revoked")
+	case rec != nil && slices.Contains(rules, "T3") && s.expired(*rec):
+		p = newProblem(http.StatusGone, codeExpired, "sandbox "+rec.ID+" expired at "+rec.ExpiresAt.UTC().Format(timeFormat))
+	default:
+		p = newProblem(http.StatusForbidden, codePolicyDenied, violationsDetail(d))
+	}
+	p.RuleIDs = rules
+	p.Violations = d.Violations
+	p.DecisionID = d.ID
+	return p
+}
+
+func (s *Server) expired(r store.Sandbox) bool {
+	now := s.cfg.Now()
+	return !r.State.Live() || !now.Before(r.ExpiresAt) || !now.Before(r.CeilingAt)
+}
+
+func violationsDetail(d policies.Decision) string {
+	msg := ""
+	for i, v := range d.Violations {
+		if i == 3 {
+			msg += "; ..."
+			break
+		}
+		if i > 0 {
+			msg += "; "
+		}
+		msg += v.Rule + ": " + v.Msg
+	}
+	return msg
+}

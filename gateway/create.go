@@ -1,0 +1,243 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"sandgate/gateway/token"
+	"sandgate/nomad"
+	"sandgate/policies"
+	"sandgate/render"
+	"sandgate/store"
+)
+
+// createSandbox is POST /v1/sandboxes: pick or check the node, render,
+// admit and reserve in one store transaction, register, wait for the
+// allocation. A failed registration or placement releases the budget and
+// leaves no job behind.
+func (s *Server) createSandbox(c echo.Context) error {
+	ctx := c.Request().Context()
+	cl := callerOf(c)
+	body, _ := c.Get(ctxBody).(*createRequest)
+	if body == nil {
+		body = &createRequest{}
+	}
+	st := s.cfg.Engine.Settings()
+	now := s.cfg.Now().UTC().Truncate(time.Second)
+	cpu := deref(body.CPUMHz, int64(st.Sandbox.DefaultCPUMHz))
+	mem := deref(body.MemoryMB, int64(st.Sandbox.DefaultMemoryMB))
+
+	cand, err := s.pickNode(ctx, deref(body.Node, ""), cpu, mem)
+	if err != nil {
+		return err
+	}
+	spec, job, jobJSON, err := RenderJob(st, SpecRequest{
+		Node: cand.node.Name, Arch: cand.node.Attributes["cpu.arch"],
+		Profile: deref(body.Profile, ""), Network: deref(body.Network, ""),
+		TTL:    time.Duration(deref(body.TTLSeconds, 0)) * time.Second,
+		CPUMHz: int(cpu), MemoryMB: int(mem), Image: deref(body.Image, ""),
+	}, now)
+	if err != nil {
+		var fe *render.FieldError
+		if errors.As(err, &fe) {
+			return invalid(fe.Field, "%s", fe.Reason)
+		}
+		return fmt.Errorf("render: %w", err)
+	}
+	usage, err := s.cfg.Nomad.NodeUsage(ctx, cand.node.ID)
+	if err != nil {
+		return nomadUnavailable("could not read the usage of node "+cand.node.Name+"; nothing was changed", err)
+	}
+	raw, claims, err := s.cfg.Tokens.Mint(token.MintRequest{
+		Role: token.RoleSession, Subject: spec.ID, SandboxID: spec.ID,
+		Scopes: st.SessionScopes(), ExpiresAt: spec.CeilingAt(),
+	})
+	if err != nil {
+		return fmt.Errorf("mint session token: %w", err)
+	}
+	rec := store.Sandbox{
+		ID: spec.ID, JobID: spec.JobID(), Node: spec.Node, Principal: cl.claims.Subject,
+		Profile: string(spec.Profile), Network: string(spec.Network), Image: spec.Image,
+		CPUMHz: cpu, MemoryMB: mem, Labels: body.Labels, State: store.StateStarting,
+		CreatedAt: now, ExpiresAt: now.Add(spec.TTL), CeilingAt: spec.CeilingAt(), UpdatedAt: now,
+		TokenDigest: token.Digest(raw), TokenJTI: claims.ID, Spec: jobJSON,
+	}
+	if rec.ExpiresAt.After(rec.CeilingAt) {
+		rec.ExpiresAt = rec.CeilingAt
+	}
+	def := st.NodeBudgetDefault
+	err = s.cfg.Store.Reserve(ctx, rec, func(f store.ReserveFacts) error {
+		in := AdmissionInput(spec, jobJSON, nodeFacts(cand.node, f.NodeInfo, &usage), policies.Budget{
+			Limits: budgetLimits(f.NodeInfo, def),
+			Used:   policies.BudgetUse{Sandboxes: f.Node.Sandboxes, CPUMHz: f.Node.CPUMHz, MemoryMB: f.Node.MemoryMB},
+		}, rec.Principal)
+		v, err := in.Value()
+		if err != nil {
+			return fmt.Errorf("admission input: %w", err)
+		}
+		d, err := s.decide(ctx, policies.Admission, v, in, cl.principal(), c)
+		if err != nil {
+			return err
+		}
+		if !d.Allow {
+			return admissionDenial(d)
+		}
+		return nil
+	})
+	if err != nil {
+		var p *Problem
+		if errors.As(err, &p) {
+			return p
+		}
+		return unavailable("the sandbox could not be reserved; nothing was changed", err)
+	}
+	s.inflight.Store(rec.ID, struct{}{})
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			s.inflight.Delete(rec.ID)
+		}
+	}()
+
+	evalID, err := s.cfg.Nomad.Register(ctx, job)
+	if err != nil {
+		s.failStart(rec, "register_failed", err)
+		return nomadUnavailable("Nomad refused or did not answer the job registration; the reservation was released and no job is left", err)
+	}
+	wait := s.cfg.DefaultWait
+	if body.WaitSeconds != nil {
+		wait = time.Duration(*body.WaitSeconds) * time.Second
+	}
+	pl := nomad.Placement{State: nomad.PlacementPending}
+	if wait > 0 {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		pl, err = s.cfg.Nomad.WaitPlacement(wctx, rec.JobID, evalID)
+		cancel()
+		if err != nil {
+			s.failStart(rec, "placement_unknown", err)
+			return nomadUnavailable("Nomad failed while the sandbox was being placed; the reservation was released and the job purged", err)
+		}
+	}
+	out, err := s.settle(rec, pl, evalID)
+	if err != nil {
+		return err
+	}
+	if out.State == store.StateStarting {
+		handedOff = true
+		s.watchStart(out, evalID)
+	}
+	v := viewOf(out)
+	v.Token = raw
+	return c.JSON(http.StatusCreated, v)
+}
+
+// admissionDenial maps an admission deny: only budget (B1) is a 429.
+func admissionDenial(d policies.Decision) *Problem {
+	rules := d.RuleIDs()
+	var p *Problem
+	if len(rules) > 0 && !slices.ContainsFunc(rules, func(r string) bool { return r != "B1" }) {
+		p = newProblem(http.StatusTooManyRequests, codeBudget, violationsDetail(d))
+		p.retryAfter = 30
+	} else {
+		p = newProblem(http.StatusForbidden, codePolicyDenied, violationsDetail(d))
+	}
+	p.RuleIDs, p.Violations, p.DecisionID = rules, d.Violations, d.ID
+	return p
+}
+
+// settle records a placement outcome: running, failed (job purged, budget
+// released) or still starting.
+func (s *Server) settle(rec store.Sandbox, pl nomad.Placement, evalID string) (store.Sandbox, error) {
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	defer cancel()
+	switch pl.State {
+	case nomad.PlacementRunning:
+		out, err := s.cfg.Store.Update(ctx, rec.ID, func(r *store.Sandbox) error {
+			if r.State != store.StateStarting {
+				return errNotStarting
+			}
+			r.State, r.AllocID = store.StateRunning, pl.AllocID
+			return nil
+		})
+		if errors.Is(err, errNotStarting) {
+			// Ended while it was being placed (a destroy raced the create):
+			// make sure the job does not outlive its record.
+			if perr := s.cfg.Nomad.Purge(ctx, rec.JobID); perr != nil {
+				s.log.Warn("purge job of a sandbox ended during create; reconcile will retry", "sandbox", rec.ID, "err", perr)
+			}
+			return s.cfg.Store.Get(ctx, rec.ID)
+		}
+		if err != nil {
+			return out, unavailable("the sandbox is running but its record could not be updated", err)
+		}
+		return out, nil
+	case nomad.PlacementFailed:
+		s.failStart(rec, "placement_failed", errors.New(pl.Reason))
+		return s.cfg.Store.Get(ctx, rec.ID)
+	}
+	return s.cfg.Store.Get(ctx, rec.ID)
+}
+
+var errNotStarting = errors.New("sandbox is no longer starting")
+
+// failStart purges the job (it may exist even when Register failed: the
+// answer can be lost) and moves the record to failed, which releases its
+// budget. If the purge fails too, the record still fails: reconcile purges
+// prefixed jobs whose record is terminal.
+func (s *Server) failStart(rec store.Sandbox, reason string, cause error) {
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	defer cancel()
+	if err := s.cfg.Nomad.Purge(ctx, rec.JobID); err != nil {
+		s.log.Warn("purge after a failed start; reconcile will retry", "sandbox", rec.ID, "job", rec.JobID, "err", err)
+	}
+	now := s.cfg.Now().UTC()
+	_, err := s.cfg.Store.Update(ctx, rec.ID, func(r *store.Sandbox) error {
+		if !r.State.Live() {
+			return errNotStarting
+		}
+		r.State, r.EndReason, r.EndedAt, r.TokenDigest = store.StateFailed, reason, now, ""
+		r.LastError = cause.Error()
+		return nil
+	})
+	if err != nil && !errors.Is(err, errNotStarting) {
+		s.log.Error("record a failed start", "sandbox", rec.ID, "err", err)
+	}
+	s.metrics.reaped.WithLabelValues(reason).Inc()
+	s.log.Info("sandbox failed to start", "sandbox", rec.ID, "reason", reason, "err", cause)
+}
+
+// watchStart follows a sandbox that was still starting when its create
+// answered, until it runs, fails, or StartTimeout passes (then it fails).
+func (s *Server) watchStart(rec store.Sandbox, evalID string) {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		defer s.inflight.Delete(rec.ID)
+		deadline := rec.CreatedAt.Add(s.cfg.StartTimeout)
+		if floor := s.cfg.Now().Add(10 * time.Second); deadline.Before(floor) {
+			deadline = floor // a record found by reconcile gets one real look
+		}
+		ctx, cancel := context.WithDeadline(s.ctx, deadline)
+		pl, err := s.cfg.Nomad.WaitPlacement(ctx, rec.JobID, evalID)
+		cancel()
+		if s.ctx.Err() != nil {
+			return // shutting down: reconcile picks it up on the next start
+		}
+		switch {
+		case err != nil:
+			s.failStart(rec, "placement_unknown", err)
+		case pl.State == nomad.PlacementPending:
+			s.failStart(rec, "start_timeout", fmt.Errorf("no allocation ran within %s", s.cfg.StartTimeout))
+		default:
+			if _, err := s.settle(rec, pl, evalID); err != nil {
+				s.log.Error("settle placement", "sandbox", rec.ID, "err", err)
+			}
+		}
+	}()
+}

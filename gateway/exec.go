@@ -1,0 +1,191 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"sandgate/nomad"
+	"sandgate/store"
+)
+
+// execResult is the answer to an exec: a command's exit, failure or
+// timeout is data in a 200, never an HTTP error.
+type execResult struct {
+	// ExitCode is null only when the gateway gave up on the stream after
+	// the timeout and its grace period, so no exit code arrived.
+	ExitCode        *int   `json:"exit_code"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutBytes     int64  `json:"stdout_bytes"` // total produced, including what was cut
+	StderrBytes     int64  `json:"stderr_bytes"`
+	StdoutTruncated bool   `json:"stdout_truncated"`
+	StderrTruncated bool   `json:"stderr_truncated"`
+	// Truncated is stdout_truncated || stderr_truncated (SPEC's name).
+	Truncated  bool  `json:"truncated"`
+	TimedOut   bool  `json:"timed_out"`
+	DurationMS int64 `json:"duration_ms"`
+}
+
+// timeoutExitCode is what coreutils and busybox timeout exit with when
+// they stop the command.
+const timeoutExitCode = 124
+
+// killAfterSeconds is how long timeout waits after TERM before KILL.
+const killAfterSeconds = 5
+
+// execArgv wraps the caller's argv so the command is stopped inside the
+// sandbox when it times out: closing Nomad's exec stream does not stop it.
+// env(1) applies workdir and environment when asked. No shell is involved.
+func execArgv(argv []string, timeout time.Duration, workdir string, env map[string]string) []string {
+	out := make([]string, 0, len(argv)+8+len(env))
+	if workdir != "" || len(env) > 0 {
+		out = append(out, "env")
+		if workdir != "" {
+			out = append(out, "-C", workdir)
+		}
+		for _, k := range sortedKeys(env) {
+			out = append(out, k+"="+env[k])
+		}
+	}
+	out = append(out, "timeout", "-k", strconv.Itoa(killAfterSeconds), strconv.Itoa(int(timeout/time.Second)))
+	return append(out, argv...)
+}
+
+// execSandbox is POST /v1/sandboxes/{id}/exec.
+func (s *Server) execSandbox(c echo.Context) error {
+	rec, err := recordOf(c)
+	if err != nil {
+		return err
+	}
+	body, _ := c.Get(ctxBody).(*execRequest)
+	if body == nil {
+		return invalid("body", "a JSON object is required")
+	}
+	if rec.State != store.StateRunning || rec.AllocID == "" {
+		return notRunning(rec.ID, rec.State)
+	}
+	st := s.cfg.Engine.Settings()
+	timeout := time.Duration(deref(body.TimeoutSeconds, int64(st.Exec.DefaultTimeoutSeconds))) * time.Second
+	argv := execArgv(body.Argv, timeout, deref(body.Workdir, ""), body.Env)
+	var stdin []byte
+	if body.Stdin != nil {
+		stdin = []byte(*body.Stdin)
+	}
+	limit := int64(st.Exec.MaxOutputBytes)
+	stdout, stderr := newCappedBuffer(limit), newCappedBuffer(limit)
+	ctx, cancel := context.WithTimeout(c.Request().Context(), timeout+killAfterSeconds*time.Second+s.cfg.ExecGrace)
+	defer cancel()
+	start := time.Now()
+	code, err := s.cfg.Nomad.Exec(ctx, rec.AllocID, RenderConfig(st).TaskName, argv, stdin, stdout, stderr)
+	elapsed := time.Since(start)
+	res := execResult{DurationMS: elapsed.Milliseconds()}
+	switch {
+	case err == nil:
+		res.ExitCode = &code
+		res.TimedOut = code == timeoutExitCode && elapsed >= timeout-time.Second
+	case errors.Is(err, context.DeadlineExceeded) && c.Request().Context().Err() == nil:
+		res.TimedOut = true
+	case errors.Is(err, nomad.ErrNotFound):
+		return notRunning(rec.ID, "gone from Nomad")
+	default:
+		var ne *nomad.Error
+		if errors.Is(err, nomad.ErrCommandNotStarted) && errors.As(err, &ne) {
+			n := 127
+			res.ExitCode = &n
+			stderr.reset([]byte("sandgate: Nomad could not start the command: " + ne.Msg + "\n"))
+			break
+		}
+		return nomadUnavailable("the exec stream failed before the command's exit code arrived; the command may still be running until its timeout", err)
+	}
+	res.Stdout, res.StdoutBytes, res.StdoutTruncated = stdout.result()
+	res.Stderr, res.StderrBytes, res.StderrTruncated = stderr.result()
+	res.Truncated = res.StdoutTruncated || res.StderrTruncated
+	return c.JSON(http.StatusOK, res)
+}
+
+// sandboxLogs is GET /v1/sandboxes/{id}/logs: a bounded tail of the task's
+// stdout or stderr, as text.
+func (s *Server) sandboxLogs(c echo.Context) error {
+	rec, err := recordOf(c)
+	if err != nil {
+		return err
+	}
+	if rec.AllocID == "" {
+		return notRunning(rec.ID, rec.State)
+	}
+	st := s.cfg.Engine.Settings()
+	q, err := logsQuery(c)
+	if err != nil {
+		return err
+	}
+	stream := q.Stream
+	if stream == "" {
+		stream = "stdout"
+	}
+	tail := int64(st.Exec.MaxLogsTailBytes)
+	if q.TailBytes != nil {
+		tail = *q.TailBytes
+	}
+	data, err := s.cfg.Nomad.Logs(c.Request().Context(), rec.AllocID, RenderConfig(st).TaskName, stream, tail)
+	switch {
+	case errors.Is(err, nomad.ErrNotFound) && rec.State == store.StateRunning:
+		data = nil // Nomad answers 404 until the task has written anything
+	case errors.Is(err, nomad.ErrNotFound):
+		return notRunning(rec.ID, "gone from Nomad (its logs were garbage-collected)")
+	case err != nil:
+		return nomadUnavailable("Nomad did not return the logs", err)
+	}
+	if int64(len(data)) > tail { // the client bounds it too; never trust one layer
+		data = data[int64(len(data))-tail:]
+	}
+	c.Response().Header().Set("X-Sandgate-Stream", stream)
+	return c.Blob(http.StatusOK, "text/plain; charset=utf-8", data)
+}
+
+// cappedBuffer keeps the first limit bytes written and counts the rest.
+type cappedBuffer struct {
+	limit int64
+	buf   []byte
+	total int64
+}
+
+func newCappedBuffer(limit int64) *cappedBuffer { return &cappedBuffer{limit: limit} }
+
+// Write never fails: the stream must be drained to reach the exit code.
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	b.total += int64(len(p))
+	if room := b.limit - int64(len(b.buf)); room > 0 {
+		if int64(len(p)) > room {
+			b.buf = append(b.buf, p[:room]...)
+		} else {
+			b.buf = append(b.buf, p...)
+		}
+	}
+	return len(p), nil
+}
+
+func (b *cappedBuffer) reset(p []byte) { b.buf, b.total = nil, 0; _, _ = b.Write(p) }
+
+// result returns the kept text (a cut multi-byte character at the end is
+// dropped, so the JSON string stays valid UTF-8), the total and whether
+// anything was cut.
+func (b *cappedBuffer) result() (string, int64, bool) {
+	kept := b.buf
+	truncated := b.total > int64(len(kept))
+	if truncated {
+		for i := 0; i < utf8.UTFMax && len(kept) > 0; i++ {
+			r, size := utf8.DecodeLastRune(kept)
+			if r != utf8.RuneError || size != 1 {
+				break
+			}
+			kept = kept[:len(kept)-1]
+		}
+	}
+	return string(kept), b.total, truncated
+}

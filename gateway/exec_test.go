@@ -1,0 +1,108 @@
+package gateway_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"sandgate/nomad/nomadsim"
+)
+
+func TestExecReportsExitsTimeoutsAndTruncationAsData(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	id, session := h.create(h.operator, nil)
+	exec := func(body map[string]any) map[string]any {
+		t.Helper()
+		r := h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, body)
+		if r.status != http.StatusOK {
+			t.Fatalf("exec %v: %d %s", body, r.status, r.body)
+		}
+		return r.json(t)
+	}
+	t.Run("a non-zero exit is a 200 with the code", func(t *testing.T) {
+		m := exec(map[string]any{"argv": []string{"sh", "-c", "exit 3"}})
+		if m["exit_code"] != float64(3) || m["timed_out"] != false {
+			t.Fatalf("%v", m)
+		}
+	})
+	t.Run("stdin reaches the command and is closed", func(t *testing.T) {
+		m := exec(map[string]any{"argv": []string{"cat"}, "stdin": "abc\n"})
+		if m["stdout"] != "abc\n" || m["exit_code"] != float64(0) {
+			t.Fatalf("%v", m)
+		}
+	})
+	t.Run("a timeout stops the command and says so", func(t *testing.T) {
+		m := exec(map[string]any{"argv": []string{"sleep", "30"}, "timeout_seconds": 1})
+		if m["timed_out"] != true || m["exit_code"] != float64(124) {
+			t.Fatalf("%v", m)
+		}
+		if d := m["duration_ms"].(float64); d < 900 || d > 10000 {
+			t.Fatalf("duration_ms %v", d)
+		}
+	})
+	t.Run("output beyond 64 KiB is cut and flagged", func(t *testing.T) {
+		m := exec(map[string]any{"argv": []string{"yes"}})
+		if m["stdout_truncated"] != true || m["truncated"] != true || len(m["stdout"].(string)) != 65536 || m["stdout_bytes"].(float64) <= 65536 {
+			t.Fatalf("truncated=%v len=%d total=%v", m["stdout_truncated"], len(m["stdout"].(string)), m["stdout_bytes"])
+		}
+	})
+	t.Run("env and workdir are applied without a shell", func(t *testing.T) {
+		m := exec(map[string]any{"argv": []string{"printenv", "GREETING"}, "env": map[string]string{"GREETING": "hello"}, "workdir": "/workspace"})
+		if m["stdout"] != "hello\n" {
+			t.Fatalf("%v", m)
+		}
+		m = exec(map[string]any{"argv": []string{"pwd"}, "workdir": "/workspace"})
+		if m["stdout"] != "/workspace\n" {
+			t.Fatalf("%v", m)
+		}
+	})
+	t.Run("an unknown command is exit 127 as data", func(t *testing.T) {
+		m := exec(map[string]any{"argv": []string{"no-such-command-xyz"}})
+		if m["exit_code"] != float64(127) {
+			t.Fatalf("%v", m)
+		}
+	})
+}
+
+func TestExecRefusals(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	id, session := h.create(h.operator, nil)
+	path := "/v1/sandboxes/" + id + "/exec"
+	expectProblem(t, h.do(http.MethodPost, path, session, map[string]any{"argv": []string{"-rf"}}), http.StatusForbidden, "policy_denied", "E1")
+	expectProblem(t, h.do(http.MethodPost, path, session, map[string]any{"argv": []string{}}), http.StatusForbidden, "policy_denied", "E1")
+	expectProblem(t, h.do(http.MethodPost, path, session, map[string]any{"argv": []string{"true"}, "timeout_seconds": 121}), http.StatusForbidden, "policy_denied", "E2")
+	m := expectProblem(t, h.do(http.MethodPost, path, session, `{"argv":"echo hi"}`), http.StatusBadRequest, "invalid_request")
+	if m["field"] != "argv" {
+		t.Fatalf("400 does not name argv: %v", m)
+	}
+	m = expectProblem(t, h.do(http.MethodPost, path, session, `{"argv":["true"],"shell":true}`), http.StatusBadRequest, "invalid_request")
+	if m["field"] != "shell" {
+		t.Fatalf("400 does not name the unknown field: %v", m)
+	}
+	expectProblem(t, h.do(http.MethodPost, path, session, `{"argv":["true"]`), http.StatusBadRequest, "invalid_request")
+	expectProblem(t, h.do(http.MethodPost, path, session, ``), http.StatusBadRequest, "invalid_request")
+	expectProblem(t, h.do(http.MethodPost, path, session, `{"argv":["true"]} {}`), http.StatusBadRequest, "invalid_request")
+	expectProblem(t, h.do(http.MethodPost, path, session, `{"argv":["true"],"env":{"BAD NAME":"x"}}`), http.StatusBadRequest, "invalid_request")
+	big := `{"argv":["true"],"stdin":"` + strings.Repeat("a", 2<<20) + `"}`
+	expectProblem(t, h.do(http.MethodPost, path, session, big), http.StatusRequestEntityTooLarge, "payload_too_large")
+	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes/"+id+"/logs?tail_bytes=lots", session, nil), http.StatusBadRequest, "invalid_request")
+	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes/"+id+"/logs?stream=/etc/passwd", session, nil), http.StatusForbidden, "policy_denied", "E3")
+	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes/abcdefgh12345678", h.operator, nil), http.StatusNotFound, "sandbox_not_found")
+}
+
+func TestExecOnASandboxThatIsNotRunningIs409(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{simConfig: func(c *nomadsim.Config) { c.RunDelay = time.Minute }})
+	r := h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"wait_seconds": 0})
+	if r.status != http.StatusCreated {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	m := r.json(t)
+	if m["state"] != "starting" {
+		t.Fatalf("state %v, want starting", m["state"])
+	}
+	expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes/"+m["id"].(string)+"/exec", m["token"].(string), map[string]any{"argv": []string{"true"}}), http.StatusConflict, "sandbox_not_running")
+}

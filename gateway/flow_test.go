@@ -1,0 +1,200 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sandgate/gateway/token"
+	"sandgate/store"
+)
+
+func TestTheAgentFlowEndToEnd(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	agent := h.mint(token.RoleAgent, "agent-a")
+
+	r := h.do(http.MethodPost, "/v1/sandboxes", agent, map[string]any{"labels": map[string]string{"task": "demo"}})
+	if r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	created := r.json(t)
+	for _, k := range []string{"id", "state", "node", "profile", "network", "created_at", "expires_at", "ceiling_at", "labels", "token"} {
+		if _, ok := created[k]; !ok {
+			t.Fatalf("create response lacks %q: %s", k, r.body)
+		}
+	}
+	if created["state"] != "running" || created["profile"] != "strict" || created["network"] != "none" {
+		t.Fatalf("unexpected record: %s", r.body)
+	}
+	id, session := created["id"].(string), created["token"].(string)
+
+	// status with the session token, without the token in the answer
+	r = h.do(http.MethodGet, "/v1/sandboxes/"+id, session, nil)
+	if r.status != http.StatusOK || strings.Contains(string(r.body), session) || r.json(t)["token"] != nil {
+		t.Fatalf("status: %d %s", r.status, r.body)
+	}
+
+	// exec echo hi
+	r = h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"echo", "hi"}})
+	if r.status != http.StatusOK {
+		t.Fatalf("exec: %d %s", r.status, r.body)
+	}
+	ex := r.json(t)
+	if ex["exit_code"] != float64(0) || ex["stdout"] != "hi\n" || ex["stderr"] != "" || ex["timed_out"] != false || ex["stdout_truncated"] != false {
+		t.Fatalf("exec result: %s", r.body)
+	}
+
+	// logs
+	r = h.do(http.MethodGet, "/v1/sandboxes/"+id+"/logs?stream=stdout&tail_bytes=4096", session, nil)
+	if r.status != http.StatusOK || !strings.Contains(string(r.body), "task started") {
+		t.Fatalf("logs: %d %q", r.status, r.body)
+	}
+
+	// the session token is refused on another sandbox, on list and on extend
+	other, _ := h.create(agent, nil)
+	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes/"+other, session, nil), http.StatusForbidden, "policy_denied", "T2")
+	expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes/"+other+"/exec", session, map[string]any{"argv": []string{"true"}}), http.StatusForbidden, "policy_denied", "T2")
+	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes", session, nil), http.StatusForbidden, "policy_denied", "T2")
+	expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes/"+id+"/extend", session, map[string]any{"ttl_seconds": 600}), http.StatusForbidden, "policy_denied", "T2")
+	expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes", session, map[string]any{}), http.StatusForbidden, "policy_denied", "T2")
+
+	// destroy with the session token, then the token is refused
+	r = h.do(http.MethodDelete, "/v1/sandboxes/"+id, session, nil)
+	if r.status != http.StatusNoContent {
+		t.Fatalf("destroy: %d %s", r.status, r.body)
+	}
+	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes/"+id, session, nil), http.StatusUnauthorized, "unauthenticated", "T4")
+	expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"true"}}), http.StatusUnauthorized, "unauthenticated", "T4")
+
+	// the operator still sees the ended record; the job is gone; budget released
+	r = h.do(http.MethodGet, "/v1/sandboxes/"+id, h.operator, nil)
+	if r.status != http.StatusOK || r.json(t)["state"] != "ended" || r.json(t)["end_reason"] != "destroyed" {
+		t.Fatalf("operator status after destroy: %d %s", r.status, r.body)
+	}
+	for _, j := range h.sim.Jobs() {
+		if strings.HasSuffix(j, id) {
+			t.Fatalf("job %s left after destroy", j)
+		}
+	}
+	// a second destroy by the operator is idempotent
+	if r := h.do(http.MethodDelete, "/v1/sandboxes/"+id, h.operator, nil); r.status != http.StatusNoContent {
+		t.Fatalf("second destroy: %d %s", r.status, r.body)
+	}
+	// the agent lists only its own live sandboxes
+	other2, _ := h.create(h.operator, nil)
+	r = h.do(http.MethodGet, "/v1/sandboxes", agent, nil)
+	list := r.json(t)["sandboxes"].([]any)
+	if len(list) != 1 || list[0].(map[string]any)["id"] != other {
+		t.Fatalf("agent list: %s (operator's is %s)", r.body, other2)
+	}
+	// ... and is refused the operator's sandbox
+	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes/"+other2, agent, nil), http.StatusForbidden, "policy_denied", "T2")
+	assertBudgetMatchesLiveRecords(t, h)
+}
+
+func TestExpiryIsRefusedOneSecondPastExpiresAtWithTheReaperStopped(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{fake: true})
+	id, session := h.create(h.operator, map[string]any{"ttl_seconds": 120})
+	rec, err := h.st.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(rec.ExpiresAt.Sub(h.clock.Now()) - time.Second)
+	if r := h.do(http.MethodGet, "/v1/sandboxes/"+id, session, nil); r.status != http.StatusOK {
+		t.Fatalf("one second before expiry: %d %s", r.status, r.body)
+	}
+	h.clock.Advance(2 * time.Second) // one second past expires_at
+	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes/"+id, session, nil), http.StatusGone, "sandbox_expired", "T3")
+	expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", h.operator, map[string]any{"argv": []string{"true"}}), http.StatusGone, "sandbox_expired", "T3")
+	// the record is still live: only the reaper ends it, and it did not run
+	if rec, _ := h.st.Get(context.Background(), id); rec.State != store.StateRunning {
+		t.Fatalf("state %s, want running (the reaper did not run)", rec.State)
+	}
+	n, err := h.srv.Reap(context.Background())
+	if err != nil || n != 1 {
+		t.Fatalf("reap: %d %v", n, err)
+	}
+	if rec, _ := h.st.Get(context.Background(), id); rec.State != store.StateEnded || rec.EndReason != "expired" {
+		t.Fatalf("after reap: %s %s", rec.State, rec.EndReason)
+	}
+	assertBudgetMatchesLiveRecords(t, h)
+}
+
+func TestExtendIsClampedAtTheCeiling(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{fake: true})
+	id, _ := h.create(h.operator, map[string]any{"ttl_seconds": 600})
+	r := h.do(http.MethodPost, "/v1/sandboxes/"+id+"/extend", h.operator, map[string]any{"ttl_seconds": 1200})
+	if r.status != http.StatusOK || r.json(t)["clamped"] != false {
+		t.Fatalf("extend: %d %s", r.status, r.body)
+	}
+	want := h.clock.Now().Add(1200 * time.Second).UTC().Format(time.RFC3339)
+	if got := r.json(t)["expires_at"]; got != want {
+		t.Fatalf("expires_at %v, want %s", got, want)
+	}
+	h.clock.Advance(500 * time.Second) // now + 4h passes the ceiling (creation + 4h)
+	r = h.do(http.MethodPost, "/v1/sandboxes/"+id+"/extend", h.operator, map[string]any{"ttl_seconds": 14400})
+	m := r.json(t)
+	if r.status != http.StatusOK || m["clamped"] != true || m["expires_at"] != m["ceiling_at"] {
+		t.Fatalf("extend past the ceiling: %d %s", r.status, r.body)
+	}
+}
+
+func TestEveryDecisionIsLoggedAndCounted(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	id, session := h.create(h.operator, nil)
+	h.do(http.MethodGet, "/v1/sandboxes", session, nil) // a deny
+	data, err := os.ReadFile(filepath.Join(h.dataDir, "decisions.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var allows, denies, admissions int
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var e map[string]any
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("not JSON: %q", line)
+		}
+		for _, k := range []string{"time", "decision_id", "entrypoint", "bundle_revision", "allow", "rule_ids", "input_sha256", "duration_us", "principal"} {
+			if _, ok := e[k]; !ok {
+				t.Fatalf("entry lacks %s: %s", k, line)
+			}
+		}
+		if len(e["input_sha256"].(string)) != 64 {
+			t.Fatalf("input_sha256 is not a SHA-256: %s", line)
+		}
+		switch {
+		case e["entrypoint"] == "admission":
+			admissions++
+		case e["allow"] == true:
+			allows++
+		default:
+			denies++
+			if e["route"] != "/v1/sandboxes" || !strings.Contains(line, `"T2"`) || e["principal"] != "session:"+id {
+				t.Fatalf("deny entry: %s", line)
+			}
+		}
+	}
+	if allows != 1 || denies != 1 || admissions != 1 {
+		t.Fatalf("allows %d, denies %d, admissions %d; want 1 each", allows, denies, admissions)
+	}
+	m := h.do(http.MethodGet, "/metrics", "", nil)
+	for _, want := range []string{
+		`sandgate_policy_decisions_total{entrypoint="authz",result="deny"} 1`,
+		`sandgate_policy_violations_total{entrypoint="authz",rule="T2"} 1`,
+		`sandgate_sandboxes{state="running"} 1`,
+		`sandgate_nomad_request_duration_seconds_count{op="register"} 1`,
+		`sandgate_http_request_duration_seconds_count{method="POST",route="/v1/sandboxes",status="201"} 1`,
+	} {
+		if !strings.Contains(string(m.body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}

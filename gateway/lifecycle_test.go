@@ -1,0 +1,232 @@
+package gateway_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"sandgate/nomad/nomadsim"
+	"sandgate/store"
+)
+
+// assertBudgetMatchesLiveRecords: the store's budget use per node equals
+// the sum over its live records (B1, B4).
+func assertBudgetMatchesLiveRecords(t *testing.T, h *harness) {
+	t.Helper()
+	ctx := context.Background()
+	live, err := h.st.List(ctx, store.Filter{LiveOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := map[string]store.Usage{}
+	for _, r := range live {
+		u := sum[r.Node]
+		u.Sandboxes++
+		u.CPUMHz += r.CPUMHz
+		u.MemoryMB += r.MemoryMB
+		sum[r.Node] = u
+	}
+	for _, node := range []string{"worker-1", "worker-2", "control-1"} {
+		got, err := h.st.NodeUsage(ctx, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != sum[node] {
+			t.Fatalf("node %s: store budget %+v, live records sum to %+v", node, got, sum[node])
+		}
+	}
+}
+
+func TestConcurrentCreatesNeverOverrunANodeBudget(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{nodes: []store.Node{{Name: "worker-1", Enrollment: "sandbox", State: "active", MaxSandboxes: 8}}})
+	const n = 200
+	var wg sync.WaitGroup
+	statuses := make([]response, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			statuses[i] = h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"wait_seconds": 0})
+		}()
+	}
+	wg.Wait()
+	created, refused := 0, 0
+	for _, r := range statuses {
+		switch r.status {
+		case http.StatusCreated:
+			created++
+		case http.StatusTooManyRequests:
+			refused++
+			if r.header.Get("Retry-After") == "" || !strings.Contains(string(r.body), `"budget_exhausted"`) {
+				t.Fatalf("429 without Retry-After or code: %v %s", r.header, r.body)
+			}
+		default:
+			t.Fatalf("unexpected status %d: %s", r.status, r.body)
+		}
+	}
+	if created != 8 || refused != n-8 {
+		t.Fatalf("created %d, refused %d; want 8 and %d", created, refused, n-8)
+	}
+	live, _ := h.st.List(context.Background(), store.Filter{LiveOnly: true})
+	if len(live) != 8 {
+		t.Fatalf("%d live records, want 8", len(live))
+	}
+	assertBudgetMatchesLiveRecords(t, h)
+}
+
+func TestAnIdleReaperPassMakesNoNomadCall(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{fake: true})
+	h.sim.ResetRequests()
+	if n, err := h.srv.Reap(context.Background()); n != 0 || err != nil {
+		t.Fatalf("reap: %d %v", n, err)
+	}
+	if got := h.sim.Requests(); got != 0 {
+		t.Fatalf("idle reaper pass made %d Nomad calls: %v", got, h.sim.RequestLog())
+	}
+	// a live sandbox that is not due costs no call either
+	h.create(h.operator, nil)
+	h.sim.ResetRequests()
+	if n, err := h.srv.Reap(context.Background()); n != 0 || err != nil {
+		t.Fatalf("reap: %d %v", n, err)
+	}
+	if got := h.sim.Requests(); got != 0 {
+		t.Fatalf("reaper pass with nothing due made %d Nomad calls: %v", got, h.sim.RequestLog())
+	}
+}
+
+func TestReconcilePurgesOrphanJobsAndEndsRecordsWhoseJobVanished(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	ctx := context.Background()
+	keep, _ := h.create(h.operator, nil)
+	gone, _ := h.create(h.operator, nil)
+
+	nc, err := api.NewClient(&api.Config{Address: h.simURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a prefixed job with no record (a crash between register and persist, or a stray)
+	orphan := api.NewBatchJob("sandgate-sbx-orphan0001", "sandgate-sbx-orphan0001", "global", 10)
+	orphan.AddTaskGroup(api.NewTaskGroup("sandbox", 1).AddTask(api.NewTask("sandbox", "docker")))
+	if _, _, err := nc.Jobs().Register(orphan, nil); err != nil {
+		t.Fatal(err)
+	}
+	// a job that is not sandgate's is never touched
+	other := api.NewBatchJob("billing", "billing", "global", 50)
+	other.AddTaskGroup(api.NewTaskGroup("g", 1).AddTask(api.NewTask("t", "docker")))
+	if _, _, err := nc.Jobs().Register(other, nil); err != nil {
+		t.Fatal(err)
+	}
+	// the job of a live record vanishes behind sandgate's back
+	if _, _, err := nc.Jobs().Deregister("sandgate-sbx-"+gone, true, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := h.srv.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	jobs := strings.Join(h.sim.Jobs(), ",")
+	if strings.Contains(jobs, "orphan0001") {
+		t.Fatalf("orphan job not purged: %s", jobs)
+	}
+	if !strings.Contains(jobs, "billing") || !strings.Contains(jobs, keep) {
+		t.Fatalf("reconcile purged a job it must keep: %s", jobs)
+	}
+	rec, _ := h.st.Get(ctx, gone)
+	if rec.State != store.StateEnded || rec.EndReason != "job_missing" {
+		t.Fatalf("record of the vanished job: %s %s", rec.State, rec.EndReason)
+	}
+	if rec, _ := h.st.Get(ctx, keep); rec.State != store.StateRunning {
+		t.Fatalf("healthy record changed: %s", rec.State)
+	}
+	assertBudgetMatchesLiveRecords(t, h)
+}
+
+func TestNomadFailuresDuringCreateLeaveNothingBehind(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		fault nomadsim.Fault
+	}{
+		{"register answers 500", nomadsim.Fault{Method: http.MethodPut, PathPrefix: "/v1/jobs", Status: http.StatusInternalServerError, Body: "rpc error: leader unavailable"}},
+		{"register drops the connection", nomadsim.Fault{Method: http.MethodPut, PathPrefix: "/v1/jobs", Drop: true}},
+		{"allocations answer 500 while placing", nomadsim.Fault{Method: http.MethodGet, PathPrefix: "/v1/job/", Status: http.StatusInternalServerError}},
+		{"evaluation drops the connection while placing", nomadsim.Fault{Method: http.MethodGet, PathPrefix: "/v1/evaluation/", Drop: true}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, harnessOptions{})
+			h.sim.InjectFault(c.fault)
+			r := h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{})
+			m := expectProblem(t, r, http.StatusServiceUnavailable, "nomad_unavailable")
+			if r.header.Get("Retry-After") == "" {
+				t.Fatal("503 without Retry-After")
+			}
+			if _, ok := m["token"]; ok {
+				t.Fatal("a failed create returned a token")
+			}
+			h.sim.ClearFaults()
+			live, _ := h.st.List(context.Background(), store.Filter{LiveOnly: true})
+			if len(live) != 0 {
+				t.Fatalf("%d records left reserved", len(live))
+			}
+			assertBudgetMatchesLiveRecords(t, h)
+			// the purge after a lost answer may race the fault; reconcile must leave no job
+			deadline := time.Now().Add(5 * time.Second)
+			for len(h.sim.Jobs()) > 0 && time.Now().Before(deadline) {
+				_ = h.srv.Reconcile(context.Background())
+				time.Sleep(20 * time.Millisecond)
+			}
+			if jobs := h.sim.Jobs(); len(jobs) != 0 {
+				t.Fatalf("jobs left registered: %v", jobs)
+			}
+		})
+	}
+}
+
+func TestPlacementFailureReleasesTheBudgetAndPurgesTheJob(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{simConfig: func(c *nomadsim.Config) {
+		for i := range c.Nodes {
+			if c.Nodes[i].Name == "worker-1" {
+				c.Nodes[i].Drivers = map[string]bool{"docker": false}
+			}
+		}
+	}})
+	r := h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"node": "worker-1"})
+	if r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	m := r.json(t)
+	if m["state"] != "failed" || !strings.Contains(m["last_error"].(string), "driver") {
+		t.Fatalf("want a failed sandbox naming the missing driver: %s", r.body)
+	}
+	if jobs := h.sim.Jobs(); len(jobs) != 0 {
+		t.Fatalf("jobs left: %v", jobs)
+	}
+	assertBudgetMatchesLiveRecords(t, h)
+}
+
+func TestTheReaperEndsExpiredSandboxesAndPurgesTheirJobs(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{fake: true})
+	short, _ := h.create(h.operator, map[string]any{"ttl_seconds": 60})
+	long, _ := h.create(h.operator, map[string]any{"ttl_seconds": 3600})
+	h.clock.Advance(61 * time.Second)
+	if n, err := h.srv.Reap(context.Background()); n != 1 || err != nil {
+		t.Fatalf("reap: %d %v", n, err)
+	}
+	jobs := strings.Join(h.sim.Jobs(), ",")
+	if strings.Contains(jobs, short) || !strings.Contains(jobs, long) {
+		t.Fatalf("jobs after reap: %s", jobs)
+	}
+	assertBudgetMatchesLiveRecords(t, h)
+}

@@ -1,0 +1,145 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"sandgate/policies"
+	"sandgate/store"
+)
+
+// metrics are the gateway's Prometheus series.
+type metrics struct {
+	reg            *prometheus.Registry
+	requests       *prometheus.HistogramVec
+	decisionTime   *prometheus.HistogramVec
+	decisions      *prometheus.CounterVec
+	violations     *prometheus.CounterVec
+	nomadTime      *prometheus.HistogramVec
+	nomadErrors    *prometheus.CounterVec
+	reaped         *prometheus.CounterVec
+	reconcileFixes *prometheus.CounterVec
+}
+
+func newMetrics(reg *prometheus.Registry, st store.Store) (*metrics, error) {
+	m := &metrics{
+		reg: reg,
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sandgate_http_request_duration_seconds", Help: "API request latency by method, route template and status.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"method", "route", "status"}),
+		decisionTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sandgate_policy_decision_duration_seconds", Help: "Policy evaluation latency by entrypoint.",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 14),
+		}, []string{"entrypoint"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandgate_policy_decisions_total", Help: "Policy decisions by entrypoint and result (allow, deny, error).",
+		}, []string{"entrypoint", "result"}),
+		violations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandgate_policy_violations_total", Help: "Denying rule ids by entrypoint and rule.",
+		}, []string{"entrypoint", "rule"}),
+		nomadTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sandgate_nomad_request_duration_seconds", Help: "Nomad API call latency by operation.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"op"}),
+		nomadErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandgate_nomad_errors_total", Help: "Failed Nomad API calls by operation.",
+		}, []string{"op"}),
+		reaped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandgate_sandboxes_ended_total", Help: "Sandboxes ended, by reason.",
+		}, []string{"reason"}),
+		reconcileFixes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandgate_reconcile_actions_total", Help: "Reconciliation actions by kind (orphan_job_purged, record_ended).",
+		}, []string{"action"}),
+	}
+	cs := []prometheus.Collector{m.requests, m.decisionTime, m.decisions, m.violations, m.nomadTime,
+		m.nomadErrors, m.reaped, m.reconcileFixes, &stateCollector{st: st}}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	// A private registry gets the process and Go collectors too.
+	_ = reg.Register(collectors.NewGoCollector())
+	_ = reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m, nil
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+func (m *metrics) observeDecision(d policies.Decision, err error) {
+	ep := string(d.Entrypoint)
+	m.decisionTime.WithLabelValues(ep).Observe(d.Duration.Seconds())
+	switch {
+	case err != nil:
+		m.decisions.WithLabelValues(ep, "error").Inc()
+	case d.Allow:
+		m.decisions.WithLabelValues(ep, "allow").Inc()
+	default:
+		m.decisions.WithLabelValues(ep, "deny").Inc()
+		for _, r := range d.RuleIDs() {
+			m.violations.WithLabelValues(ep, r).Inc()
+		}
+	}
+}
+
+// ObserveNomad is the nomad.Config.Observe hook: latency and errors per call.
+func (s *Server) ObserveNomad(op string, d time.Duration, err error) {
+	s.metrics.nomadTime.WithLabelValues(op).Observe(d.Seconds())
+	if err != nil {
+		s.metrics.nomadErrors.WithLabelValues(op).Inc()
+	}
+}
+
+// observeRequests records every request's latency by route template.
+func (s *Server) observeRequests(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		status := c.Response().Status
+		if err != nil {
+			status = fromError(err).Status
+		}
+		route := c.Path()
+		if route == "" {
+			route = "unmatched"
+		}
+		s.metrics.requests.WithLabelValues(c.Request().Method, route, strconv.Itoa(status)).Observe(time.Since(start).Seconds())
+		return err
+	}
+}
+
+// stateCollector reports sandboxes by state from the store at scrape time.
+type stateCollector struct{ st store.Store }
+
+var sandboxesDesc = prometheus.NewDesc("sandgate_sandboxes", "Sandbox records by state.", []string{"state"}, nil)
+
+// Describe implements prometheus.Collector.
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- sandboxesDesc }
+
+// Collect implements prometheus.Collector: one store listing per scrape.
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	recs, err := c.st.List(ctx, store.Filter{})
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(sandboxesDesc, err)
+		return
+	}
+	counts := map[store.State]int{store.StateStarting: 0, store.StateRunning: 0, store.StateFailed: 0, store.StateEnded: 0}
+	for _, r := range recs {
+		counts[r.State]++
+	}
+	for st, n := range counts {
+		ch <- prometheus.MustNewConstMetric(sandboxesDesc, prometheus.GaugeValue, float64(n), string(st))
+	}
+}

@@ -1,0 +1,196 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"sandgate/nomad"
+	"sandgate/policies"
+	"sandgate/store"
+)
+
+// nodeCache keeps Nomad's node list for a short while: a burst of creates
+// costs one node listing, not one per request.
+type nodeCache struct {
+	nomad Nomad
+	ttl   time.Duration
+	now   func() time.Time
+
+	mu      sync.Mutex
+	nodes   []nomad.Node
+	fetched time.Time
+}
+
+func newNodeCache(n Nomad, ttl time.Duration, now func() time.Time) *nodeCache {
+	return &nodeCache{nomad: n, ttl: ttl, now: now}
+}
+
+func (c *nodeCache) list(ctx context.Context) ([]nomad.Node, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.nodes != nil && c.now().Sub(c.fetched) < c.ttl {
+		return c.nodes, nil
+	}
+	nodes, err := c.nomad.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.nodes, c.fetched = nodes, c.now()
+	return nodes, nil
+}
+
+func (c *nodeCache) byName(ctx context.Context, name string) (nomad.Node, bool, error) {
+	nodes, err := c.list(ctx)
+	if err != nil {
+		return nomad.Node{}, false, err
+	}
+	for _, n := range nodes {
+		if n.Name == name {
+			return n, true, nil
+		}
+	}
+	return nomad.Node{}, false, nil
+}
+
+// nodeFacts builds the admission input's node: Nomad's view, the
+// operator's record, and live usage. A node without an operator record is
+// not enrolled; unknown usage stays nil and the policy denies on it.
+func nodeFacts(n nomad.Node, rec *store.Node, usage *nomad.Usage) policies.NodeFacts {
+	f := policies.NodeFacts{
+		ID: n.ID, Name: n.Name, Status: n.Status, Eligibility: n.Eligibility, Drain: n.Drain,
+		Attributes: n.Attributes, Meta: n.Meta,
+		OperatorState: "active", Enrollment: "none",
+	}
+	if f.Attributes == nil {
+		f.Attributes = map[string]string{}
+	}
+	if f.Meta == nil {
+		f.Meta = map[string]string{}
+	}
+	if rec != nil {
+		f.Enrollment = rec.Enrollment
+		if rec.State != "" {
+			f.OperatorState = rec.State
+		}
+	}
+	if usage != nil {
+		mem, disk := usage.MemoryPercent, usage.DiskPercent
+		f.Usage = policies.NodeUsage{MemoryPercent: &mem, DiskPercent: &disk}
+	}
+	return f
+}
+
+// budgetLimits are a node's limits: its record's, or the policy default
+// for each dimension the record leaves at zero.
+func budgetLimits(rec *store.Node, def policies.BudgetLimits) policies.BudgetLimits {
+	l := def
+	if rec != nil {
+		if rec.MaxSandboxes > 0 {
+			l.MaxSandboxes = rec.MaxSandboxes
+		}
+		if rec.CPUMHz > 0 {
+			l.CPUMHz = rec.CPUMHz
+		}
+		if rec.MemoryMB > 0 {
+			l.MemoryMB = rec.MemoryMB
+		}
+	}
+	return l
+}
+
+// candidate is a node a create may go to.
+type candidate struct {
+	node   nomad.Node
+	record *store.Node
+	used   store.Usage
+}
+
+// pickNode returns the node a create goes to. With a name, that node (the
+// policy then judges it, so an unsuitable node is denied with its rule id,
+// not silently replaced). Without one, the least loaded enrolled, active,
+// schedulable node that still has room for cpu/mem; if none has room, a
+// 429 budget_exhausted; if none is enrolled at all, a 409.
+func (s *Server) pickNode(ctx context.Context, name string, cpu, mem int64) (candidate, error) {
+	if name != "" {
+		n, ok, err := s.nodes.byName(ctx, name)
+		if err != nil {
+			return candidate{}, err
+		}
+		if !ok {
+			return candidate{}, invalid("node", "no Nomad client node is named %q", name)
+		}
+		rec, err := s.nodeRecord(ctx, name)
+		if err != nil {
+			return candidate{}, err
+		}
+		return candidate{node: n, record: rec}, nil
+	}
+	nodes, err := s.nodes.list(ctx)
+	if err != nil {
+		return candidate{}, err
+	}
+	def := s.cfg.Engine.Settings().NodeBudgetDefault
+	var best *candidate
+	enrolled := 0
+	for _, n := range nodes {
+		rec, err := s.nodeRecord(ctx, n.Name)
+		if err != nil {
+			return candidate{}, err
+		}
+		if rec == nil || rec.Enrollment == "" || rec.Enrollment == "none" {
+			continue
+		}
+		if (rec.State != "" && rec.State != "active") || n.Status != "ready" || n.Eligibility != "eligible" || n.Drain {
+			continue
+		}
+		enrolled++
+		used, err := s.cfg.Store.NodeUsage(ctx, n.Name)
+		if err != nil {
+			return candidate{}, fmt.Errorf("store: node usage %s: %w", n.Name, err)
+		}
+		lim := budgetLimits(rec, def)
+		if used.Sandboxes+1 > lim.MaxSandboxes || used.CPUMHz+cpu > lim.CPUMHz || used.MemoryMB+mem > lim.MemoryMB {
+			continue
+		}
+		if best == nil || load(used, lim) < load(best.used, budgetLimits(best.record, def)) {
+			best = &candidate{node: n, record: rec, used: used}
+		}
+	}
+	switch {
+	case best != nil:
+		return *best, nil
+	case enrolled == 0:
+		return candidate{}, newProblem(http.StatusConflict, codeNoNode, "no enrolled, active and schedulable worker node; enroll one or name a node")
+	}
+	p := newProblem(http.StatusTooManyRequests, codeBudget, "every enrolled node is at its budget; retry when a sandbox ends")
+	p.RuleIDs = []string{"B1"}
+	p.retryAfter = 30
+	return candidate{}, p
+}
+
+// load is the fullest budget dimension of a node, in [0, 1].
+func load(u store.Usage, l policies.BudgetLimits) float64 {
+	ratio := func(a, b int64) float64 {
+		if b <= 0 {
+			return 1
+		}
+		return float64(a) / float64(b)
+	}
+	return slices.Max([]float64{ratio(u.Sandboxes, l.MaxSandboxes), ratio(u.CPUMHz, l.CPUMHz), ratio(u.MemoryMB, l.MemoryMB)})
+}
+
+func (s *Server) nodeRecord(ctx context.Context, name string) (*store.Node, error) {
+	rec, err := s.cfg.Store.GetNode(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: node %s: %w", name, err)
+	}
+	return &rec, nil
+}

@@ -1,0 +1,197 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"sandgate/nomad"
+	"sandgate/policies"
+	"sandgate/store"
+)
+
+// Problem is an RFC 9457 problem document with sandgate's extension members.
+// Every error response of the API is one of these, written by
+// Server.handleError; handlers just return errors.
+type Problem struct {
+	Type    string   `json:"type"`
+	Title   string   `json:"title"`
+	Status  int      `json:"status"`
+	Detail  string   `json:"detail,omitempty"`
+	Code    string   `json:"code"`
+	Field   string   `json:"field,omitempty"`
+	RuleIDs []string `json:"rule_ids,omitempty"`
+	// Violations are the policy's messages, one per broken rule check.
+	Violations []policies.Violation `json:"violations,omitempty"`
+	DecisionID string               `json:"decision_id,omitempty"`
+	RequestID  string               `json:"request_id,omitempty"`
+
+	retryAfter int    // seconds; sets Retry-After when positive
+	cause      error  // logged, never shown
+	wwwAuth    string // WWW-Authenticate challenge for 401s
+}
+
+// Error implements error.
+func (p *Problem) Error() string {
+	if p.Detail != "" {
+		return p.Code + ": " + p.Detail
+	}
+	return p.Code
+}
+
+// Unwrap returns the underlying cause, if any.
+func (p *Problem) Unwrap() error { return p.cause }
+
+// problemTypeBase prefixes every problem type; the fragment is the code,
+// documented in docs/api.md.
+const problemTypeBase = "https://sandgate.dev/problems/"
+
+// Codes and their statuses. The code is the stable, machine-readable part.
+const (
+	codeInvalidRequest   = "invalid_request"
+	codeUnauthenticated  = "unauthenticated"
+	codeTokenExpired     = "token_expired"
+	codePolicyDenied     = "policy_denied"
+	codeNotFound         = "sandbox_not_found"
+	codeRouteNotFound    = "not_found"
+	codeMethodNotAllowed = "method_not_allowed"
+	codeNotRunning       = "sandbox_not_running"
+	codeExpired          = "sandbox_expired"
+	codeTooLarge         = "payload_too_large"
+	codeBudget           = "budget_exhausted"
+	codeNomadUnavailable = "nomad_unavailable"
+	codeNoNode           = "no_enrolled_node"
+	codeUnavailable      = "unavailable"
+	codeInternal         = "internal_error"
+)
+
+var problemTitles = map[string]string{ //nolint:gosec // G101: titles of error codes, not credentials
+	codeInvalidRequest:   "The request is invalid",
+	codeUnauthenticated:  "Authentication required",
+	codeTokenExpired:     "The token has expired",
+	codePolicyDenied:     "Denied by policy",
+	codeNotFound:         "No such sandbox",
+	codeRouteNotFound:    "No such route",
+	codeMethodNotAllowed: "Method not allowed",
+	codeNotRunning:       "The sandbox is not running",
+	codeExpired:          "The sandbox has expired",
+	codeTooLarge:         "The request body is too large",
+	codeBudget:           "Budget exhausted",
+	codeNomadUnavailable: "Nomad is unavailable",
+	codeNoNode:           "No node can host a sandbox",
+	codeUnavailable:      "Service unavailable",
+	codeInternal:         "Internal error",
+}
+
+func newProblem(status int, code, detail string) *Problem {
+	return &Problem{Type: problemTypeBase + code, Title: problemTitles[code], Status: status, Code: code, Detail: detail}
+}
+
+// invalid is a 400 naming the field and the rule that was broken.
+func invalid(field, format string, args ...any) *Problem {
+	p := newProblem(http.StatusBadRequest, codeInvalidRequest, field+": "+fmt.Sprintf(format, args...))
+	p.Field = field
+	return p
+}
+
+func unauthenticated(detail string) *Problem {
+	p := newProblem(http.StatusUnauthorized, codeUnauthenticated, detail)
+	p.wwwAuth = `Bearer realm="sandgate"`
+	return p
+}
+
+func notFound(id string) *Problem {
+	return newProblem(http.StatusNotFound, codeNotFound, fmt.Sprintf("sandbox %q does not exist", id))
+}
+
+func notRunning(id string, state store.State) *Problem {
+	return newProblem(http.StatusConflict, codeNotRunning, fmt.Sprintf("sandbox %q is %s", id, state))
+}
+
+// nomadUnavailable is a 503 with Retry-After: nothing was changed.
+func nomadUnavailable(detail string, cause error) *Problem {
+	p := newProblem(http.StatusServiceUnavailable, codeNomadUnavailable, detail)
+	p.retryAfter = 5
+	p.cause = cause
+	return p
+}
+
+func unavailable(detail string, cause error) *Problem {
+	p := newProblem(http.StatusServiceUnavailable, codeUnavailable, detail)
+	p.retryAfter = 5
+	p.cause = cause
+	return p
+}
+
+// fromError maps any error to a problem. Unknown errors become a 503 when
+// they come from a dependency (store, Nomad) and a 500 otherwise: sandgate
+// fails closed, and the cause is logged, never shown.
+func fromError(err error) *Problem {
+	var p *Problem
+	if errors.As(err, &p) {
+		return p
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		switch he.Code {
+		case http.StatusRequestEntityTooLarge:
+			return newProblem(he.Code, codeTooLarge, "the request body exceeds the 1 MiB limit")
+		case http.StatusNotFound:
+			return newProblem(he.Code, codeRouteNotFound, "no route matches this path")
+		case http.StatusMethodNotAllowed:
+			return newProblem(he.Code, codeMethodNotAllowed, "this path does not accept that method")
+		case http.StatusUnauthorized:
+			return unauthenticated(fmt.Sprint(he.Message))
+		}
+		if he.Code >= 400 && he.Code < 500 {
+			return newProblem(he.Code, codeInvalidRequest, fmt.Sprint(he.Message))
+		}
+	}
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return unavailable("the request was cancelled or timed out before it completed", err)
+	case errors.Is(err, nomad.ErrUnavailable), errors.Is(err, nomad.ErrExecDropped):
+		return nomadUnavailable("Nomad did not answer; nothing was changed, retry later", err)
+	case errors.Is(err, store.ErrClosed):
+		return unavailable("the store is closed", err)
+	}
+	p = newProblem(http.StatusInternalServerError, codeInternal, "an internal error occurred; the request was refused and nothing was changed")
+	p.cause = err
+	return p
+}
+
+// handleError is the one place where errors become HTTP responses.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	p := fromError(err)
+	out := *p
+	out.RequestID = c.Response().Header().Get(echo.HeaderXRequestID)
+	if out.Status >= 500 || out.cause != nil {
+		s.log.Error("request failed", "request_id", out.RequestID, "route", c.Path(),
+			"status", out.Status, "code", out.Code, "err", errString(err))
+	}
+	h := c.Response().Header()
+	if out.retryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(out.retryAfter))
+	}
+	if out.wwwAuth != "" {
+		h.Set(echo.HeaderWWWAuthenticate, out.wwwAuth)
+	}
+	h.Set(echo.HeaderContentType, "application/problem+json")
+	c.Response().WriteHeader(out.Status)
+	if c.Request().Method == http.MethodHead {
+		return
+	}
+	if werr := jsonEncode(c.Response(), out); werr != nil {
+		s.log.Debug("write problem", "err", werr)
+	}
+}
+
+func errString(err error) slog.Value { return slog.StringValue(err.Error()) }

@@ -1,0 +1,141 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"sandgate/nomad"
+	"sandgate/store"
+)
+
+// Run starts the reaper (L1) and reconciliation (L4, once now and then
+// every ReconcileInterval) and blocks until ctx is done.
+func (s *Server) Run(ctx context.Context) {
+	if err := s.Reconcile(ctx); err != nil {
+		s.log.Warn("reconcile at start", "err", err)
+	}
+	reap := time.NewTicker(s.cfg.ReaperInterval)
+	defer reap.Stop()
+	rec := time.NewTicker(s.cfg.ReconcileInterval)
+	defer rec.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-reap.C:
+			if n, err := s.Reap(ctx); err != nil {
+				s.log.Warn("reaper pass", "ended", n, "err", err)
+			}
+		case <-rec.C:
+			if err := s.Reconcile(ctx); err != nil {
+				s.log.Warn("reconcile", "err", err)
+			}
+		}
+	}
+}
+
+// Reap ends every live sandbox past its expiry or ceiling (L1) and returns
+// how many it ended. It reads only the store, so while no sandbox is due
+// it makes no Nomad call.
+func (s *Server) Reap(ctx context.Context) (int, error) {
+	live, err := s.cfg.Store.List(ctx, store.Filter{LiveOnly: true})
+	if err != nil {
+		return 0, err
+	}
+	now := s.cfg.Now()
+	n := 0
+	var errs []error
+	for _, r := range live {
+		if now.Before(r.ExpiresAt) && now.Before(r.CeilingAt) {
+			continue
+		}
+		if _, err := s.end(ctx, r.ID, "expired"); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+// Reconcile makes the store and Nomad agree (L4): a prefixed job with no
+// live record is purged; a live record whose job is gone is ended (its
+// budget released); a starting record left behind by a restart is settled.
+// Sandboxes whose create is in flight are left alone.
+func (s *Server) Reconcile(ctx context.Context) error {
+	jobs, err := s.cfg.Nomad.ListJobs(ctx)
+	if err != nil {
+		return err
+	}
+	live, err := s.cfg.Store.List(ctx, store.Filter{LiveOnly: true})
+	if err != nil {
+		return err
+	}
+	byJob := make(map[string]store.Sandbox, len(live))
+	for _, r := range live {
+		byJob[r.JobID] = r
+	}
+	var errs []error
+	seen := make(map[string]bool, len(jobs))
+	for _, j := range jobs {
+		seen[j.ID] = true
+		if _, ok := byJob[j.ID]; ok {
+			continue
+		}
+		if id, ok := s.sandboxIDOf(j.ID); ok {
+			if _, busy := s.inflight.Load(id); busy {
+				continue
+			}
+		}
+		if err := s.cfg.Nomad.Purge(ctx, j.ID); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.metrics.reconcileFixes.WithLabelValues("orphan_job_purged").Inc()
+		s.log.Info("reconcile: purged a sandbox job with no live record", "job", j.ID)
+	}
+	now := s.cfg.Now().UTC()
+	for _, r := range live {
+		if _, busy := s.inflight.Load(r.ID); busy {
+			continue
+		}
+		if !seen[r.JobID] {
+			// ListJobs may omit a job registered since; confirm before ending.
+			if _, err := s.cfg.Nomad.Job(ctx, r.JobID); !errors.Is(err, nomad.ErrNotFound) {
+				if err != nil {
+					errs = append(errs, err)
+				}
+				continue
+			}
+			_, err := s.cfg.Store.Update(ctx, r.ID, func(x *store.Sandbox) error {
+				if !x.State.Live() {
+					return nil
+				}
+				x.State, x.EndedAt, x.EndReason, x.TokenDigest = store.StateEnded, now, "job_missing", ""
+				x.LastError = "the Nomad job disappeared"
+				return nil
+			})
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			s.metrics.reconcileFixes.WithLabelValues("record_ended").Inc()
+			s.log.Info("reconcile: ended a sandbox whose job is gone", "sandbox", r.ID)
+			continue
+		}
+		if r.State == store.StateStarting {
+			s.inflight.Store(r.ID, struct{}{})
+			s.watchStart(r, "")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Server) sandboxIDOf(jobID string) (string, bool) {
+	p := s.cfg.Engine.Settings().Prefix
+	if len(jobID) <= len(p) || jobID[:len(p)] != p {
+		return "", false
+	}
+	return jobID[len(p):], true
+}

@@ -1,0 +1,230 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"sandgate/gateway/audit"
+	"sandgate/gateway/token"
+	"sandgate/nomad"
+	"sandgate/policies"
+	"sandgate/store"
+)
+
+// Nomad is what the gateway needs from a Nomad cluster; *nomad.Client
+// implements it.
+type Nomad interface {
+	Ping(ctx context.Context) (nomad.Agent, error)
+	Nodes(ctx context.Context) ([]nomad.Node, error)
+	Node(ctx context.Context, name string) (nomad.Node, error)
+	NodeUsage(ctx context.Context, nodeID string) (nomad.Usage, error)
+	Register(ctx context.Context, job *api.Job) (string, error)
+	Job(ctx context.Context, id string) (nomad.JobInfo, error)
+	ListJobs(ctx context.Context) ([]nomad.JobInfo, error)
+	Purge(ctx context.Context, id string) error
+	WaitPlacement(ctx context.Context, jobID, evalID string) (nomad.Placement, error)
+	Exec(ctx context.Context, allocID, task string, argv []string, stdin []byte, stdout, stderr io.Writer) (int, error)
+	Logs(ctx context.Context, allocID, task, stream string, tailBytes int64) ([]byte, error)
+}
+
+var _ Nomad = (*nomad.Client)(nil)
+
+// Config wires the gateway's parts. Engine, Store, Nomad, Tokens and
+// Decisions are required.
+type Config struct {
+	Engine    *policies.Engine
+	Store     store.Store
+	Nomad     Nomad
+	Tokens    *token.Issuer
+	Decisions *audit.Log
+	// Registry receives the gateway's metrics; nil means a private registry.
+	Registry *prometheus.Registry
+	// Logger for operational events; nil means slog.Default().
+	Logger *slog.Logger
+	// Now is the clock (tests inject a fake one); nil means time.Now.
+	Now func() time.Time
+	// BodyLimit caps request bodies; default 1 MiB.
+	BodyLimit int64
+	// DefaultWait is how long a create waits for its allocation to run
+	// when the request does not say (wait_seconds); default 30 s.
+	DefaultWait time.Duration
+	// MaxWait bounds wait_seconds; default 120 s.
+	MaxWait time.Duration
+	// StartTimeout is how long a sandbox may stay starting, in the
+	// background after the create answered, before it is failed; default 5 min.
+	StartTimeout time.Duration
+	// ExecGrace is added to an exec's timeout before the gateway gives up
+	// on the stream (the in-sandbox timeout fires first); default 10 s.
+	ExecGrace time.Duration
+	// ReaperInterval is how often expired sandboxes are purged (L1); default 30 s.
+	ReaperInterval time.Duration
+	// ReconcileInterval is how often the gateway reconciles with Nomad (L4); default 5 min.
+	ReconcileInterval time.Duration
+	// Simulated marks a gateway running on the built-in Nomad simulator;
+	// /v1/capabilities and /readyz say so.
+	Simulated bool
+	// Version is reported by /v1/capabilities.
+	Version string
+}
+
+func (c *Config) defaults() {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+	}
+	setDur := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.BodyLimit == 0 {
+		c.BodyLimit = 1 << 20
+	}
+	setDur(&c.DefaultWait, 30*time.Second)
+	setDur(&c.MaxWait, 120*time.Second)
+	setDur(&c.StartTimeout, 5*time.Minute)
+	setDur(&c.ExecGrace, 10*time.Second)
+	setDur(&c.ReaperInterval, 30*time.Second)
+	setDur(&c.ReconcileInterval, 5*time.Minute)
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Engine == nil:
+		return errors.New("gateway: Config.Engine is required")
+	case c.Store == nil:
+		return errors.New("gateway: Config.Store is required")
+	case c.Nomad == nil:
+		return errors.New("gateway: Config.Nomad is required")
+	case c.Tokens == nil:
+		return errors.New("gateway: Config.Tokens is required")
+	case c.Decisions == nil:
+		return errors.New("gateway: Config.Decisions is required")
+	case c.BodyLimit < 1024:
+		return fmt.Errorf("gateway: BodyLimit %d is below 1 KiB", c.BodyLimit)
+	case c.DefaultWait > c.MaxWait:
+		return errors.New("gateway: DefaultWait exceeds MaxWait")
+	}
+	return nil
+}
+
+// Server is the sandgate REST gateway.
+type Server struct {
+	cfg     Config
+	e       *echo.Echo
+	log     *slog.Logger
+	metrics *metrics
+	nodes   *nodeCache
+
+	// inflight holds the ids of sandboxes whose create is between reserve
+	// and a settled placement: reconcile must not end them.
+	inflight sync.Map
+	// bg tracks background work (placement watchers) for Close.
+	bg     sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// New builds the gateway. It registers every route with its middleware;
+// call Run for the background loops and Handler or Echo to serve.
+func New(cfg Config) (*Server, error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel}
+	m, err := newMetrics(cfg.Registry, cfg.Store)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s.metrics = m
+	s.nodes = newNodeCache(cfg.Nomad, 2*time.Second, cfg.Now)
+	s.e = s.newEcho()
+	return s, nil
+}
+
+// Handler returns the HTTP handler of the API.
+func (s *Server) Handler() http.Handler { return s.e }
+
+// Echo returns the underlying Echo instance (tests walk its routes).
+func (s *Server) Echo() *echo.Echo { return s.e }
+
+// Close stops background work started by the server.
+func (s *Server) Close() {
+	s.cancel()
+	s.bg.Wait()
+}
+
+// route is one entry of the API surface.
+type route struct {
+	method, path string
+	handler      echo.HandlerFunc
+	// public routes take no token and no policy decision.
+	public bool
+	// body returns a fresh request body to decode into, or nil when the
+	// route takes none.
+	body func() requestBody
+}
+
+// PublicPaths are the routes that take no token: health, readiness,
+// metrics and capabilities.
+var PublicPaths = map[string]bool{
+	"/healthz": true, "/readyz": true, "/metrics": true, "/v1/capabilities": true,
+}
+
+func (s *Server) routes() []route {
+	return []route{
+		{method: http.MethodGet, path: "/healthz", handler: s.healthz, public: true},
+		{method: http.MethodGet, path: "/readyz", handler: s.readyz, public: true},
+		{method: http.MethodGet, path: "/metrics", handler: echo.WrapHandler(s.metrics.handler()), public: true},
+		{method: http.MethodGet, path: "/v1/capabilities", handler: s.capabilities, public: true},
+
+		{method: http.MethodPost, path: "/v1/sandboxes", handler: s.createSandbox, body: func() requestBody { return &createRequest{} }},
+		{method: http.MethodGet, path: "/v1/sandboxes", handler: s.listSandboxes},
+		{method: http.MethodGet, path: "/v1/sandboxes/:id", handler: s.getSandbox},
+		{method: http.MethodDelete, path: "/v1/sandboxes/:id", handler: s.deleteSandbox},
+		{method: http.MethodPost, path: "/v1/sandboxes/:id/exec", handler: s.execSandbox, body: func() requestBody { return &execRequest{} }},
+		{method: http.MethodGet, path: "/v1/sandboxes/:id/logs", handler: s.sandboxLogs},
+		{method: http.MethodPost, path: "/v1/sandboxes/:id/extend", handler: s.extendSandbox, body: func() requestBody { return &extendRequest{} }},
+	}
+}
+
+func (s *Server) newEcho() *echo.Echo {
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{Generator: newRequestID}))
+	e.Use(s.recoverPanics)
+	e.Use(s.observeRequests)
+	e.Use(middleware.BodyLimit(fmt.Sprintf("%dB", s.cfg.BodyLimit)))
+	for _, r := range s.routes() {
+		if r.public {
+			e.Add(r.method, r.path, r.handler)
+			continue
+		}
+		e.Add(r.method, r.path, r.handler, s.authenticate, s.authorize(r.body))
+	}
+	return e
+}

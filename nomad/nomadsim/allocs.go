@@ -1,0 +1,295 @@
+package nomadsim
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// simAlloc is one allocation and its simulated tasks. The allocation fields
+// are guarded by Server.mu; logs have their own locks.
+type simAlloc struct {
+	a      *api.Allocation
+	tasks  []string // task names in group order
+	logs   map[string]*taskLogs
+	ctx    context.Context // cancelled when the allocation stops: kills its commands
+	cancel context.CancelFunc
+	start  *time.Timer
+}
+
+// simSigningKeyID is the (fake) keyring key every allocation is signed with.
+const simSigningKeyID = "00000000-5115-4e5c-a1de-000000000001"
+
+// taskStartedLine is the first stdout line of every simulated task.
+const taskStartedLine = "sandgate nomadsim: task started (simulated: commands are not executed)\n"
+
+// shutdown stops the allocation's timer, kills its commands and ends its
+// log files. Callers hold Server.mu.
+func (sa *simAlloc) shutdown() {
+	if sa.start != nil {
+		sa.start.Stop()
+	}
+	sa.cancel()
+	for _, l := range sa.logs {
+		l.stdout.finish()
+		l.stderr.finish()
+	}
+}
+
+// startAllocLocked moves a pending allocation to running.
+func (s *Server) startAllocLocked(sa *simAlloc) {
+	a := sa.a
+	if a.ClientStatus != api.AllocClientStatusPending || allocTerminal(a) {
+		return
+	}
+	now := time.Now()
+	index := s.nextIndexLocked()
+	a.ClientStatus = api.AllocClientStatusRunning
+	a.ClientDescription = "Tasks are running"
+	for _, name := range sa.tasks {
+		ts := a.TaskStates[name]
+		ts.State = "running"
+		ts.StartedAt = now.UTC()
+		ts.Events = append(ts.Events, taskEvent("Started", "Task started by client", nil, now))
+		sa.logs[name].stdout.append([]byte(taskStartedLine))
+	}
+	a.ModifyIndex, a.ModifyTime = index, now.UnixNano()
+	if sj := s.jobs[a.JobID]; sj != nil {
+		s.refreshJobStatusLocked(sj)
+	}
+}
+
+// stopAllocLocked stops an allocation as the client would after the server
+// set DesiredStatus stop: tasks killed, ClientStatus complete. Its commands
+// are killed and its logs end.
+func (s *Server) stopAllocLocked(sa *simAlloc, desc string) {
+	s.endAllocLocked(sa, api.AllocClientStatusComplete, "All tasks have completed", desc)
+}
+
+// nodeLostLocked marks the live allocations of a node that went down lost.
+// The simulator does not reschedule them.
+func (s *Server) nodeLostLocked(nodeID string) {
+	for _, id := range s.allocOrder {
+		sa := s.allocs[id]
+		if sa.a.NodeID == nodeID && !allocTerminal(sa.a) {
+			s.endAllocLocked(sa, api.AllocClientStatusLost, descLost, descLost)
+		}
+	}
+}
+
+func (s *Server) endAllocLocked(sa *simAlloc, clientStatus, clientDesc, desiredDesc string) {
+	a := sa.a
+	if allocTerminal(a) {
+		return
+	}
+	now := time.Now()
+	index := s.nextIndexLocked()
+	wasRunning := a.ClientStatus == api.AllocClientStatusRunning
+	a.DesiredStatus = api.AllocDesiredStatusStop
+	a.DesiredDescription = desiredDesc
+	a.ClientStatus = clientStatus
+	a.ClientDescription = clientDesc
+	for _, name := range sa.tasks {
+		ts := a.TaskStates[name]
+		ts.State = "dead"
+		ts.FinishedAt = now.UTC()
+		if wasRunning {
+			ts.Events = append(ts.Events,
+				&api.TaskEvent{
+					Type: "Killing", Time: now.UnixNano(), DisplayMessage: "Sent interrupt. Waiting 5s before force killing",
+					Details: map[string]string{"kill_timeout": "5s"}, KillTimeout: 5 * time.Second,
+				},
+				&api.TaskEvent{
+					Type: "Terminated", Time: now.UnixNano(), DisplayMessage: "Exit Code: 0",
+					Details: map[string]string{"exit_code": "0", "signal": "0", "oom_killed": "false"},
+				},
+				taskEvent("Killed", "Task successfully killed", nil, now))
+		}
+	}
+	a.ModifyIndex, a.AllocModifyIndex, a.ModifyTime = index, index, now.UnixNano()
+	sa.shutdown()
+	if n := s.nodeByIDLocked(a.NodeID); n != nil && n.n.DrainStrategy != nil && s.liveAllocsOnNodeLocked(a.NodeID) == 0 {
+		s.completeDrainLocked(n)
+	}
+	if sj := s.jobs[a.JobID]; sj != nil {
+		s.refreshJobStatusLocked(sj)
+	}
+}
+
+// allocWire is the server's encoding of a full allocation
+// (rawexec-allocation.json, rawexec-allocation-after-purge.json).
+func allocWire(a *api.Allocation) obj {
+	o := toObj(a)
+	if isNullStruct(o["DesiredTransition"]) {
+		delete(o, "DesiredTransition")
+	}
+	dropEmpty(o, "DeploymentStatus", "DesiredDescription", "FollowupEvalID",
+		"NextAllocation", "PreemptedAllocations", "PreemptedByAllocation", "PreviousAllocation",
+		"RescheduleTracker", "Services")
+	disk := int64(0)
+	if a.AllocatedResources != nil {
+		disk = a.AllocatedResources.Shared.DiskMB
+	}
+	o["SharedResources"] = obj{
+		"CPU": 0, "Cores": 0, "Devices": nil, "DiskMB": disk, "IOPS": 0,
+		"MemoryMB": 0, "MemoryMaxMB": 0, "Networks": nil,
+	}
+	o["SigningKeyID"] = simSigningKeyID
+	if j, ok := o["Job"].(obj); ok {
+		fixJobWire(j)
+	}
+	if ns, ok := o["NetworkStatus"].(obj); ok {
+		dropKeys(ns, "AddressIPv6")
+	}
+	if m, ok := o["Metrics"].(obj); ok {
+		dropKeys(m, "NodePool")
+	}
+	fixTaskStatesWire(o)
+	return o
+}
+
+// allocStubWire is the server's encoding of an allocation list entry
+// (rawexec-job-allocations.json).
+func allocStubWire(a *api.Allocation) obj {
+	jobType, jobVersion := "", uint64(0)
+	if a.Job != nil {
+		jobType, jobVersion = deref(a.Job.Type), deref(a.Job.Version)
+	}
+	stub := &api.AllocationListStub{
+		ID: a.ID, EvalID: a.EvalID, Name: a.Name, Namespace: a.Namespace, NodeID: a.NodeID,
+		NodeName: a.NodeName, JobID: a.JobID, JobType: jobType, JobVersion: jobVersion,
+		TaskGroup: a.TaskGroup, DesiredStatus: a.DesiredStatus, DesiredDescription: a.DesiredDescription,
+		ClientStatus: a.ClientStatus, ClientDescription: a.ClientDescription, TaskStates: a.TaskStates,
+		DeploymentStatus: a.DeploymentStatus, FollowupEvalID: a.FollowupEvalID,
+		NextAllocation: a.NextAllocation, RescheduleTracker: a.RescheduleTracker,
+		PreemptedAllocations: a.PreemptedAllocations, PreemptedByAllocation: a.PreemptedByAllocation,
+		CreateIndex: a.CreateIndex, ModifyIndex: a.ModifyIndex, CreateTime: a.CreateTime, ModifyTime: a.ModifyTime,
+	}
+	o := toObj(stub)
+	dt := toObj(a.DesiredTransition)
+	dropKeys(dt, "MigrateDisablePlacement")
+	o["DesiredTransition"] = dt
+	fixTaskStatesWire(o)
+	return o
+}
+
+// fixTaskStatesWire turns zero times into null and adds TaskHandle, as the
+// server encodes a TaskState.
+func fixTaskStatesWire(o obj) {
+	states, _ := o["TaskStates"].(obj)
+	for _, v := range states {
+		ts, ok := v.(obj)
+		if !ok {
+			continue
+		}
+		for _, k := range []string{"LastRestart", "StartedAt", "FinishedAt"} {
+			if t, _ := ts[k].(string); t == zeroTime {
+				ts[k] = nil
+			}
+		}
+		ts["TaskHandle"] = nil
+		events, _ := ts["Events"].([]any)
+		for _, e := range events {
+			if eo, ok := e.(obj); ok {
+				dropKeys(eo, "DiskSize")
+			}
+		}
+	}
+}
+
+// handleAllocations serves GET /v1/allocations (?prefix=).
+func (s *Server) handleAllocations(w http.ResponseWriter, r *http.Request) {
+	prefix := r.URL.Query().Get("prefix")
+	s.mu.Lock()
+	ids := append([]string(nil), s.allocOrder...)
+	sort.Strings(ids)
+	out := []any{}
+	for _, id := range ids {
+		if strings.HasPrefix(id, prefix) {
+			out = append(out, allocStubWire(s.allocs[id].a))
+		}
+	}
+	index := s.index
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, metaRead, index, out)
+}
+
+// handleAllocation serves GET /v1/allocation/<id>; 404 "alloc not found".
+func (s *Server) handleAllocation(w http.ResponseWriter, r *http.Request) {
+	id := pathTail(r, "/v1/allocation/")
+	s.mu.Lock()
+	sa := s.allocs[id]
+	index := s.index
+	var body obj
+	if sa != nil {
+		body = allocWire(sa.a)
+	}
+	s.mu.Unlock()
+	if sa == nil {
+		writeErrorMeta(w, r, metaRead, index, http.StatusNotFound, "alloc not found")
+		return
+	}
+	writeJSON(w, http.StatusOK, metaRead, index, body)
+}
+
+// errUnknownAlloc is the client endpoints' not-found text.
+func errUnknownAlloc(id string) string { return "Unknown allocation " + strconv.Quote(id) }
+
+// handleClientAllocation serves /v1/client/allocation/<id>/exec and /stats.
+func (s *Server) handleClientAllocation(w http.ResponseWriter, r *http.Request) {
+	id, sub, _ := strings.Cut(pathTail(r, "/v1/client/allocation/"), "/")
+	switch {
+	case sub == "exec" && r.Method == http.MethodGet:
+		s.handleExec(w, r, id)
+	case sub == "stats" && r.Method == http.MethodGet:
+		s.handleAllocStats(w, r, id)
+	default:
+		writeError(w, r, http.StatusNotFound, errInvalidMethod)
+	}
+}
+
+// handleAllocStats serves GET /v1/client/allocation/<id>/stats with zeroed
+// usage (rawexec-allocation-stats.json's shape).
+func (s *Server) handleAllocStats(w http.ResponseWriter, r *http.Request, id string) {
+	s.mu.Lock()
+	sa := s.allocs[id]
+	var tasks []string
+	if sa != nil {
+		tasks = append(tasks, sa.tasks...)
+	}
+	s.mu.Unlock()
+	if sa == nil {
+		writeError(w, r, http.StatusNotFound, errUnknownAlloc(id))
+		return
+	}
+	now := time.Now().UnixNano()
+	usage := func() *api.ResourceUsage {
+		return &api.ResourceUsage{
+			MemoryStats: &api.MemoryStats{Measured: []string{"RSS", "Swap"}},
+			CpuStats:    &api.CpuStats{Measured: []string{"System Mode", "User Mode", "Percent"}},
+			DeviceStats: []*api.DeviceGroupStats{},
+		}
+	}
+	out := &api.AllocResourceUsage{ResourceUsage: usage(), Tasks: map[string]*api.TaskResourceUsage{}, Timestamp: now}
+	for _, t := range tasks {
+		out.Tasks[t] = &api.TaskResourceUsage{ResourceUsage: usage(), Timestamp: now, Pids: map[string]*api.ResourceUsage{}}
+	}
+	writeJSON(w, http.StatusOK, metaNone, 0, toWire(out))
+}
+
+func allocIndex(name string) int {
+	i := strings.LastIndex(name, "[")
+	if i < 0 || !strings.HasSuffix(name, "]") {
+		return -1
+	}
+	n, err := strconv.Atoi(name[i+1 : len(name)-1])
+	if err != nil {
+		return -1
+	}
+	return n
+}

@@ -1,0 +1,263 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	bbolt "go.etcd.io/bbolt"
+
+	"sandgate/store"
+)
+
+// Reserve inserts rec if admit, called inside the write transaction with
+// the node's and principal's current use and the node record, returns nil.
+// admit's error is returned wrapped with %w and nothing is written; a nil
+// admit admits everything. rec must have an id, a node, a principal, a live
+// state and non-negative resources (store.ErrInvalid); store.ErrExists if
+// the id is taken. A zero CreatedAt is set to now, a zero UpdatedAt to
+// CreatedAt. admit must not call the Store.
+func (s *Store) Reserve(ctx context.Context, rec store.Sandbox, admit func(store.ReserveFacts) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("store: reserve %s: %w", rec.ID, err)
+	}
+	if err := validateNew(rec); err != nil {
+		return fmt.Errorf("store: reserve %s: %w", rec.ID, err)
+	}
+	rec = cloneSandbox(rec)
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = s.now()
+	}
+	if rec.UpdatedAt.IsZero() {
+		rec.UpdatedAt = rec.CreatedAt
+	}
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
+		sandboxes := tx.Bucket(bucketSandboxes)
+		if sandboxes.Get([]byte(rec.ID)) != nil {
+			return store.ErrExists
+		}
+		nodeUse, err := getUsage(tx.Bucket(bucketNodeUsage), rec.Node)
+		if err != nil {
+			return err
+		}
+		principalUse, err := getUsage(tx.Bucket(bucketPrincipalUsage), rec.Principal)
+		if err != nil {
+			return err
+		}
+		info, err := getNodeRecord(tx, rec.Node)
+		if err != nil {
+			return err
+		}
+		if admit != nil {
+			facts := store.ReserveFacts{Node: nodeUse, Principal: principalUse, NodeInfo: info}
+			if err := admit(facts); err != nil {
+				return err
+			}
+		}
+		if err := putJSON(sandboxes, rec.ID, rec); err != nil {
+			return err
+		}
+		return holdBudget(tx, rec, +1)
+	})
+	if err != nil {
+		return fmt.Errorf("store: reserve %s: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// Get returns a copy of the record, or store.ErrNotFound.
+func (s *Store) Get(ctx context.Context, id string) (store.Sandbox, error) {
+	var rec store.Sandbox
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		return getJSON(tx.Bucket(bucketSandboxes), id, &rec)
+	})
+	if err != nil {
+		return store.Sandbox{}, fmt.Errorf("store: get %s: %w", id, err)
+	}
+	return rec, nil
+}
+
+// List returns copies of the records matching f, ordered by CreatedAt,
+// then ID; an empty, non-nil slice when nothing matches. It reads every
+// record: records are never deleted, so its cost grows with history.
+func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Sandbox, error) {
+	out := []store.Sandbox{}
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		return tx.Bucket(bucketSandboxes).ForEach(func(k, v []byte) error {
+			var rec store.Sandbox
+			if err := json.Unmarshal(v, &rec); err != nil {
+				return fmt.Errorf("decode %q: %w", k, err)
+			}
+			if matches(f, rec) {
+				out = append(out, rec)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: list: %w", err)
+	}
+	slices.SortFunc(out, func(a, b store.Sandbox) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out, nil
+}
+
+func matches(f store.Filter, rec store.Sandbox) bool {
+	return (f.Principal == "" || f.Principal == rec.Principal) &&
+		(f.Node == "" || f.Node == rec.Node) &&
+		(!f.LiveOnly || rec.State.Live())
+}
+
+// Update applies mutate to a copy of the record in one write transaction,
+// stores and returns the result. mutate may not change ID, Node,
+// Principal, CPUMHz or MemoryMB, set an unknown state, or make a terminal
+// record live (store.ErrInvalid; nothing written). A live-to-terminal
+// change releases the record's budget in the same transaction and sets a
+// zero EndedAt to now; a terminal-to-terminal change (failed to ended, a
+// new EndReason) is stored and leaves budget alone, so a record is released
+// exactly once. UpdatedAt is always set to now. An error from mutate aborts
+// and is returned wrapped with %w; store.ErrNotFound if absent. mutate must
+// not call the Store.
+func (s *Store) Update(ctx context.Context, id string, mutate func(*store.Sandbox) error) (store.Sandbox, error) {
+	var out store.Sandbox
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
+		sandboxes := tx.Bucket(bucketSandboxes)
+		var cur store.Sandbox
+		if err := getJSON(sandboxes, id, &cur); err != nil {
+			return err
+		}
+		next := cloneSandbox(cur)
+		if mutate != nil {
+			if err := mutate(&next); err != nil {
+				return err
+			}
+		}
+		if err := checkChange(cur, next); err != nil {
+			return err
+		}
+		now := s.now()
+		next.UpdatedAt = now
+		if cur.State.Live() && !next.State.Live() {
+			if next.EndedAt.IsZero() {
+				next.EndedAt = now
+			}
+			if err := holdBudget(tx, cur, -1); err != nil {
+				return err
+			}
+		}
+		if err := putJSON(sandboxes, id, next); err != nil {
+			return err
+		}
+		out = cloneSandbox(next)
+		return nil
+	})
+	if err != nil {
+		return store.Sandbox{}, fmt.Errorf("store: update %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// NodeUsage returns the live use on node; zero for a node with none.
+func (s *Store) NodeUsage(ctx context.Context, node string) (store.Usage, error) {
+	var u store.Usage
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		var err error
+		u, err = getUsage(tx.Bucket(bucketNodeUsage), node)
+		return err
+	})
+	if err != nil {
+		return store.Usage{}, fmt.Errorf("store: node usage %s: %w", node, err)
+	}
+	return u, nil
+}
+
+// validateNew checks a record handed to Reserve.
+func validateNew(rec store.Sandbox) error {
+	switch {
+	case rec.ID == "":
+		return invalid("id", "empty")
+	case !rec.State.Live():
+		return invalid("state", fmt.Sprintf("%q is not live", rec.State))
+	case rec.Node == "":
+		return invalid("node", "empty")
+	case rec.Principal == "":
+		return invalid("principal", "empty")
+	case rec.CPUMHz < 0:
+		return invalid("cpu_mhz", "negative")
+	case rec.MemoryMB < 0:
+		return invalid("memory_mb", "negative")
+	}
+	return nil
+}
+
+// checkChange enforces what Update's mutate may not do.
+func checkChange(cur, next store.Sandbox) error {
+	switch {
+	case next.ID != cur.ID:
+		return invalid("id", "may not change")
+	case next.Node != cur.Node:
+		return invalid("node", "may not change")
+	case next.Principal != cur.Principal:
+		return invalid("principal", "may not change")
+	case next.CPUMHz != cur.CPUMHz:
+		return invalid("cpu_mhz", "may not change")
+	case next.MemoryMB != cur.MemoryMB:
+		return invalid("memory_mb", "may not change")
+	case !next.State.Valid():
+		return invalid("state", fmt.Sprintf("unknown state %q", next.State))
+	case !cur.State.Live() && next.State.Live():
+		return invalid("state", fmt.Sprintf("%s record may not become %s", cur.State, next.State))
+	}
+	return nil
+}
+
+// holdBudget adds (sign +1) or releases (sign -1) rec's resources on its
+// node's and its principal's use.
+func holdBudget(tx *bbolt.Tx, rec store.Sandbox, sign int64) error {
+	if err := addUsage(tx.Bucket(bucketNodeUsage), rec.Node, rec, sign); err != nil {
+		return err
+	}
+	return addUsage(tx.Bucket(bucketPrincipalUsage), rec.Principal, rec, sign)
+}
+
+// addUsage adjusts the use stored at key. A release that would go below
+// zero can only follow corruption of the file; it clamps at zero rather
+// than fail every later end of a sandbox. A use of zero is deleted.
+func addUsage(b *bbolt.Bucket, key string, rec store.Sandbox, sign int64) error {
+	u, err := getUsage(b, key)
+	if err != nil {
+		return err
+	}
+	u.Sandboxes = max(0, u.Sandboxes+sign)
+	u.CPUMHz = max(0, u.CPUMHz+sign*rec.CPUMHz)
+	u.MemoryMB = max(0, u.MemoryMB+sign*rec.MemoryMB)
+	if u == (store.Usage{}) {
+		return b.Delete([]byte(key))
+	}
+	return putJSON(b, key, u)
+}
+
+// getUsage reads the use stored at key; zero if absent.
+func getUsage(b *bbolt.Bucket, key string) (store.Usage, error) {
+	var u store.Usage
+	if err := getJSON(b, key, &u); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return store.Usage{}, err
+	}
+	return u, nil
+}
+
+// cloneSandbox returns rec with its own Labels map and Spec bytes.
+func cloneSandbox(rec store.Sandbox) store.Sandbox {
+	rec.Labels = maps.Clone(rec.Labels)
+	rec.Spec = bytes.Clone(rec.Spec)
+	return rec
+}

@@ -1,0 +1,237 @@
+// Package integration drives the sandgate binary over real HTTP: `sandgate
+// dev` on the built-in Nomad simulator by default, or on the real Nomad
+// agent at NOMAD_ADDR when it is set (then SANDGATE_TEST_NODE names the
+// worker to enroll; default: the first ready client node).
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// gatewayProc is a running `sandgate dev`.
+type gatewayProc struct {
+	url      string
+	operator string
+	real     bool // a real Nomad, not the simulator
+	node     string
+}
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sandgate")
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/sandgate") //nolint:gosec // G204: the test builds its own binary into its temp dir
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+var listening = regexp.MustCompile(`sandgate dev: (http://[0-9.:]+)`)
+
+func startGateway(t *testing.T) *gatewayProc {
+	t.Helper()
+	bin := buildBinary(t)
+	data := t.TempDir()
+	args := []string{"dev", "--listen", "127.0.0.1:0", "--data", data}
+	g := &gatewayProc{}
+	if addr := os.Getenv("NOMAD_ADDR"); addr != "" {
+		g.real = true
+		g.node = os.Getenv("SANDGATE_TEST_NODE")
+		if g.node == "" {
+			g.node = firstReadyNode(t, addr)
+		}
+		args = append(args, "--enroll", g.node)
+		t.Logf("running against the real Nomad at %s, node %s", addr, g.node)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, args...) //nolint:gosec // G204: the binary this test just built
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 10 * time.Second
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", stderr.String())
+		}
+	})
+	// The reader sends the address and everything printed before it; it
+	// keeps draining stdout afterwards so the gateway never blocks on it.
+	type started struct{ url, banner string }
+	found := make(chan started, 1)
+	go func() {
+		var banner strings.Builder
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			banner.WriteString(sc.Text() + "\n")
+			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
+				found <- started{m[1], banner.String()}
+			}
+		}
+	}()
+	var banner strings.Builder
+	select {
+	case s := <-found:
+		g.url = s.url
+		banner.WriteString(s.banner)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the gateway did not start within 60 s")
+	}
+	tok, err := os.ReadFile(filepath.Join(data, "operator.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(data, "operator.token")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("operator token file mode: %v %v", fi.Mode(), err)
+	}
+	g.operator = strings.TrimSpace(string(tok))
+	if !g.real && !strings.Contains(banner.String(), "SIMULATED NOMAD CLUSTER") {
+		t.Fatalf("the simulated start does not say so loudly:\n%s", banner.String())
+	}
+	return g
+}
+
+func firstReadyNode(t *testing.T, addr string) string {
+	t.Helper()
+	c, err := api.NewClient(&api.Config{Address: addr, SecretID: os.Getenv("NOMAD_TOKEN")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, _, err := c.Nodes().List(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if n.Status == "ready" {
+			return n.Name
+		}
+	}
+	t.Skip("NOMAD_ADDR is set but the cluster has no ready client node")
+	return ""
+}
+
+type reply struct {
+	status int
+	body   []byte
+}
+
+func (r reply) object(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("status %d: not JSON: %s", r.status, r.body)
+	}
+	return m
+}
+
+func (g *gatewayProc) call(t *testing.T, method, path, tok string, body any) reply {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, g.url+path, rd)
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return reply{resp.StatusCode, data}
+}
+
+func TestTheAgentFlowOverHTTP(t *testing.T) {
+	g := startGateway(t)
+	if r := g.call(t, http.MethodGet, "/readyz", "", nil); r.status != http.StatusOK {
+		t.Fatalf("readyz: %d %s", r.status, r.body)
+	}
+	caps := g.call(t, http.MethodGet, "/v1/capabilities", "", nil).object(t)
+	if !strings.Contains(string(mustJSON(caps["capabilities"])), "sandboxes.v1") {
+		t.Fatalf("capabilities: %v", caps)
+	}
+	body := map[string]any{"ttl_seconds": 600}
+	if g.real {
+		body["node"] = g.node
+	}
+	r := g.call(t, http.MethodPost, "/v1/sandboxes", g.operator, body)
+	if r.status == http.StatusForbidden && g.real {
+		t.Skipf("the policy refuses this real node (architecture or OS outside policy data?): %s", r.body)
+	}
+	if r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	sb := r.object(t)
+	id, session := sb["id"].(string), sb["token"].(string)
+	t.Cleanup(func() { g.call(t, http.MethodDelete, "/v1/sandboxes/"+id, g.operator, nil) })
+	if sb["state"] != "running" {
+		if g.real {
+			t.Skipf("the sandbox did not run on %s (no healthy docker driver?): %v; the exec, logs and destroy steps need the docker driver", g.node, sb["last_error"])
+		}
+		t.Fatalf("state %v: %s", sb["state"], r.body)
+	}
+	r = g.call(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"echo", "hi"}})
+	if r.status != http.StatusOK || r.object(t)["stdout"] != "hi\n" || r.object(t)["exit_code"] != float64(0) {
+		t.Fatalf("exec: %d %s", r.status, r.body)
+	}
+	r = g.call(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"sh", "-c", "exit 3"}})
+	if r.status != http.StatusOK || r.object(t)["exit_code"] != float64(3) {
+		t.Fatalf("exec exit 3: %d %s", r.status, r.body)
+	}
+	if r = g.call(t, http.MethodGet, "/v1/sandboxes/"+id+"/logs?tail_bytes=1024", session, nil); r.status != http.StatusOK {
+		t.Fatalf("logs: %d %s", r.status, r.body)
+	}
+	if r = g.call(t, http.MethodGet, "/v1/sandboxes", session, nil); r.status != http.StatusForbidden {
+		t.Fatalf("session list: %d %s", r.status, r.body)
+	}
+	if r = g.call(t, http.MethodPost, "/v1/sandboxes/"+id+"/extend", g.operator, map[string]any{"ttl_seconds": 900}); r.status != http.StatusOK {
+		t.Fatalf("extend: %d %s", r.status, r.body)
+	}
+	if r = g.call(t, http.MethodDelete, "/v1/sandboxes/"+id, session, nil); r.status != http.StatusNoContent {
+		t.Fatalf("destroy: %d %s", r.status, r.body)
+	}
+	if r = g.call(t, http.MethodGet, "/v1/sandboxes/"+id, session, nil); r.status != http.StatusUnauthorized {
+		t.Fatalf("session token after destroy: %d %s", r.status, r.body)
+	}
+	r = g.call(t, http.MethodGet, "/v1/sandboxes/"+id, g.operator, nil)
+	if r.object(t)["state"] != "ended" {
+		t.Fatalf("after destroy: %s", r.body)
+	}
+	m := g.call(t, http.MethodGet, "/metrics", "", nil)
+	for _, series := range []string{"sandgate_policy_decisions_total", "sandgate_http_request_duration_seconds", "sandgate_nomad_request_duration_seconds", "sandgate_sandboxes"} {
+		if !bytes.Contains(m.body, []byte(series)) {
+			t.Errorf("/metrics lacks %s", series)
+		}
+	}
+}
+
+func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
