@@ -65,11 +65,16 @@ go-test:
 ## bench: the policy decision benchmarks (see docs/benchmarks.md)
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -count=5 ./policies/
+	$(GO) test -run='^$$' -bench=Gateway -benchmem -count=5 ./gateway/
+	$(GO) test -run='^$$' -bench=. -benchmem -count=5 ./gateway/token/ ./store/bolt/
 
 ## fuzz: a short run of every fuzz target
 fuzz:
 	$(GO) test ./render -run='^$$' -fuzz=FuzzJob -fuzztime=30s
 	$(GO) test ./policies -run='^$$' -fuzz=FuzzParseInput -fuzztime=30s
+	$(GO) test ./gateway -run='^$$' -fuzz=FuzzDecodeCreateRequest -fuzztime=30s
+	$(GO) test ./gateway -run='^$$' -fuzz=FuzzDecodeExecRequest -fuzztime=30s
+	$(GO) test ./gateway/token -run='^$$' -fuzz=FuzzVerify -fuzztime=30s
 
 clean:
 	rm -rf $(BUILD)

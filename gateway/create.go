@@ -71,6 +71,15 @@ func (s *Server) createSandbox(c echo.Context) error {
 	if rec.ExpiresAt.After(rec.CeilingAt) {
 		rec.ExpiresAt = rec.CeilingAt
 	}
+	// In flight from before the reservation commits: reconcile must never
+	// see this live record without knowing its job is about to exist.
+	s.inflight.Store(rec.ID, struct{}{})
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			s.inflight.Delete(rec.ID)
+		}
+	}()
 	def := st.NodeBudgetDefault
 	err = s.cfg.Store.Reserve(ctx, rec, func(f store.ReserveFacts) error {
 		in := AdmissionInput(spec, jobJSON, nodeFacts(cand.node, f.NodeInfo, &usage), policies.Budget{
@@ -97,13 +106,6 @@ func (s *Server) createSandbox(c echo.Context) error {
 		}
 		return unavailable("the sandbox could not be reserved; nothing was changed", err)
 	}
-	s.inflight.Store(rec.ID, struct{}{})
-	handedOff := false
-	defer func() {
-		if !handedOff {
-			s.inflight.Delete(rec.ID)
-		}
-	}()
 
 	evalID, err := s.cfg.Nomad.Register(ctx, job)
 	if err != nil {
@@ -219,13 +221,26 @@ func (s *Server) watchStart(rec store.Sandbox, evalID string) {
 	go func() {
 		defer s.bg.Done()
 		defer s.inflight.Delete(rec.ID)
-		deadline := rec.CreatedAt.Add(s.cfg.StartTimeout)
-		if floor := s.cfg.Now().Add(10 * time.Second); deadline.Before(floor) {
-			deadline = floor // a record found by reconcile gets one real look
+		left := rec.CreatedAt.Add(s.cfg.StartTimeout).Sub(s.cfg.Now())
+		if floor := min(10*time.Second, s.cfg.StartTimeout); left < floor {
+			left = floor // a record found by reconcile gets one real look
 		}
-		ctx, cancel := context.WithDeadline(s.ctx, deadline)
+		ctx, cancel := context.WithTimeout(s.ctx, left)
+		defer cancel()
 		pl, err := s.cfg.Nomad.WaitPlacement(ctx, rec.JobID, evalID)
-		cancel()
+		// A transient Nomad error while watching is retried until the
+		// deadline: giving up here would purge a sandbox that may be fine.
+		for err != nil && ctx.Err() == nil {
+			s.log.Warn("watching a starting sandbox; retrying", "sandbox", rec.ID, "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+				pl, err = s.cfg.Nomad.WaitPlacement(ctx, rec.JobID, evalID)
+			}
+		}
+		if err != nil && ctx.Err() != nil && s.ctx.Err() == nil {
+			err, pl = nil, nomad.Placement{State: nomad.PlacementPending}
+		}
 		if s.ctx.Err() != nil {
 			return // shutting down: reconcile picks it up on the next start
 		}

@@ -59,6 +59,8 @@ type harnessOptions struct {
 	nodes     []store.Node
 	fake      bool // a settable clock instead of the wall clock
 	simConfig func(*nomadsim.Config)
+	// startTimeout overrides Config.StartTimeout.
+	startTimeout time.Duration
 }
 
 var sharedEngine = sync.OnceValues(func() (*policies.Engine, error) {
@@ -143,7 +145,7 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	h.srv, err = gateway.New(gateway.Config{
 		Engine: h.engine, Store: h.st, Nomad: nc, Tokens: h.iss, Decisions: dl,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: now, Simulated: true,
-		DefaultWait: 10 * time.Second,
+		DefaultWait: 10 * time.Second, StartTimeout: o.startTimeout,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -230,3 +230,43 @@ func TestTheReaperEndsExpiredSandboxesAndPurgesTheirJobs(t *testing.T) {
 	}
 	assertBudgetMatchesLiveRecords(t, h)
 }
+
+func TestAStartingSandboxIsWatchedUntilItRunsOrTimesOut(t *testing.T) {
+	t.Parallel()
+	t.Run("it runs after the create answered", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, harnessOptions{simConfig: func(c *nomadsim.Config) { c.RunDelay = 300 * time.Millisecond }})
+		r := h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"wait_seconds": 0})
+		m := r.json(t)
+		if r.status != http.StatusCreated || m["state"] != "starting" {
+			t.Fatalf("create: %d %s", r.status, r.body)
+		}
+		id := m["id"].(string)
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if rec, _ := h.st.Get(context.Background(), id); rec.State == store.StateRunning && rec.AllocID != "" {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatal("the sandbox never became running")
+	})
+	t.Run("it fails and is purged when it never runs", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, harnessOptions{startTimeout: time.Millisecond, simConfig: func(c *nomadsim.Config) { c.RunDelay = time.Hour }})
+		r := h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"wait_seconds": 0})
+		id := r.json(t)["id"].(string)
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			if rec, _ := h.st.Get(context.Background(), id); rec.State == store.StateFailed {
+				if rec.EndReason != "start_timeout" || len(h.sim.Jobs()) != 0 {
+					t.Fatalf("failed with %q, jobs %v", rec.EndReason, h.sim.Jobs())
+				}
+				assertBudgetMatchesLiveRecords(t, h)
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatal("the sandbox never failed")
+	})
+}

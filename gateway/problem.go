@@ -94,6 +94,9 @@ func newProblem(status int, code, detail string) *Problem {
 
 // invalid is a 400 naming the field and the rule that was broken.
 func invalid(field, format string, args ...any) *Problem {
+	if field == "" {
+		field = "body" // e.g. an unknown field named "": still name something
+	}
 	p := newProblem(http.StatusBadRequest, codeInvalidRequest, field+": "+fmt.Sprintf(format, args...))
 	p.Field = field
 	return p

@@ -11,12 +11,34 @@ import (
 
 	"sandgate/gateway"
 	"sandgate/gateway/token"
+	"sandgate/nomad/nomadsim"
 	"sandgate/policies"
+	"sandgate/store"
 )
 
 // denyAllBundle writes the embedded bundle to a directory with every
 // role's scopes emptied: T2 then refuses every route.
 func denyAllBundle(t *testing.T) string {
+	t.Helper()
+	return copyBundle(t, func(path string, data []byte) ([]byte, error) {
+		if path != "data.json" {
+			return data, nil
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(data, &doc); err != nil {
+			return nil, err
+		}
+		roles := doc["sandgate"].(map[string]any)["config"].(map[string]any)["roles"].(map[string]any)
+		for name := range roles {
+			roles[name] = map[string]any{"scopes": []string{}}
+		}
+		return json.Marshal(doc)
+	})
+}
+
+// copyBundle writes the embedded bundle to a directory, passing every file
+// through edit.
+func copyBundle(t *testing.T, edit func(path string, data []byte) ([]byte, error)) string {
 	t.Helper()
 	dir := t.TempDir()
 	b := policies.EmbeddedBundle()
@@ -28,18 +50,8 @@ func denyAllBundle(t *testing.T) string {
 		if err != nil {
 			return err
 		}
-		if path == "data.json" {
-			var doc map[string]any
-			if err := json.Unmarshal(data, &doc); err != nil {
-				return err
-			}
-			roles := doc["sandgate"].(map[string]any)["config"].(map[string]any)["roles"].(map[string]any)
-			for name := range roles {
-				roles[name] = map[string]any{"scopes": []string{}}
-			}
-			if data, err = json.Marshal(doc); err != nil {
-				return err
-			}
+		if data, err = edit(path, data); err != nil {
+			return err
 		}
 		out := filepath.Join(dir, path)
 		if err := os.MkdirAll(filepath.Dir(out), 0o700); err != nil {
@@ -104,5 +116,48 @@ func TestEveryNonPublicRouteIsRefusedWithoutATokenAndWhenThePolicyDenies(t *test
 	}
 	if seen < 7 {
 		t.Fatalf("only %d protected routes walked", seen)
+	}
+}
+
+// A decision of the wrong shape (here: no violations) is an engine error,
+// and an engine error refuses the request: nothing reaches Nomad.
+func TestAMalformedDecisionFailsClosed(t *testing.T) {
+	t.Parallel()
+	dir := copyBundle(t, func(path string, data []byte) ([]byte, error) {
+		if path != "authz/authz.rego" {
+			return data, nil
+		}
+		s := string(data)
+		const decision = `decision := {"allow": count(violations) == 0, "violations": violations}`
+		if !strings.Contains(s, decision) {
+			t.Fatal("authz.rego no longer holds the decision this test rewrites")
+		}
+		return []byte(strings.Replace(s, decision, `decision := {"allow": true}`, 1)), nil
+	})
+	h := newHarness(t, harnessOptions{policyDir: dir})
+	h.sim.ResetRequests()
+	r := h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{})
+	m := expectProblem(t, r, http.StatusServiceUnavailable, "unavailable")
+	if m["decision_id"] == "" || r.header.Get("Retry-After") == "" {
+		t.Fatalf("refusal lacks decision_id or Retry-After: %s", r.body)
+	}
+	if n := h.sim.Requests(); n != 0 {
+		t.Fatalf("a refused request reached Nomad: %v", h.sim.RequestLog())
+	}
+	if recs, _ := h.st.List(t.Context(), store.Filter{}); len(recs) != 0 {
+		t.Fatalf("a refused request wrote %d records", len(recs))
+	}
+}
+
+func TestReadyzIs503WhenNomadDoesNotAnswer(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	if r := h.do(http.MethodGet, "/readyz", "", nil); r.status != http.StatusOK {
+		t.Fatalf("readyz: %d %s", r.status, r.body)
+	}
+	h.sim.InjectFault(nomadsim.Fault{PathPrefix: "/v1/agent/self", Status: http.StatusInternalServerError})
+	r := h.do(http.MethodGet, "/readyz", "", nil)
+	if r.status != http.StatusServiceUnavailable || r.json(t)["ready"] != false || strings.Contains(string(r.body), "127.0.0.1") {
+		t.Fatalf("readyz with Nomad failing: %d %s", r.status, r.body)
 	}
 }
