@@ -128,7 +128,19 @@ func (s *Server) decide(ctx context.Context, ep policies.Entrypoint, v ast.Value
 		DurationUS: d.Duration.Microseconds(),
 		Principal:  principal,
 	}
+	switch in := doc.(type) {
+	case *policies.AdmissionInput:
+		entry.SandboxID = in.Sandbox.ID
+	case *policies.LifecycleInput:
+		if in.Sandbox != nil {
+			entry.SandboxID = in.Sandbox.ID
+		}
+		entry.Action = in.Action + " " + in.Reason + " " + in.Job.ID
+	}
 	if c != nil {
+		if id := c.Param("id"); id != "" {
+			entry.SandboxID = id
+		}
 		entry.Method = c.Request().Method
 		entry.Route = c.Path()
 		entry.RequestID = c.Response().Header().Get(echo.HeaderXRequestID)

@@ -156,7 +156,7 @@ func admissionDenial(d policies.Decision) *Problem {
 // settle records a placement outcome: running, failed (job purged, budget
 // released) or still starting.
 func (s *Server) settle(rec store.Sandbox, pl nomad.Placement, evalID string) (store.Sandbox, error) {
-	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(s.ctx, callTimeout)
 	defer cancel()
 	switch pl.State {
 	case nomad.PlacementRunning:
@@ -170,10 +170,14 @@ func (s *Server) settle(rec store.Sandbox, pl nomad.Placement, evalID string) (s
 		if errors.Is(err, errNotStarting) {
 			// Ended while it was being placed (a destroy raced the create):
 			// make sure the job does not outlive its record.
-			if perr := s.cfg.Nomad.Purge(ctx, rec.JobID); perr != nil {
-				s.log.Warn("purge job of a sandbox ended during create; reconcile will retry", "sandbox", rec.ID, "err", perr)
+			ended, gerr := s.cfg.Store.Get(ctx, rec.ID)
+			if gerr != nil {
+				return ended, unavailable("the sandbox record could not be read", gerr)
 			}
-			return s.cfg.Store.Get(ctx, rec.ID)
+			if perr := s.purgeOrphan(ctx, rec.JobID, &ended); perr != nil {
+				s.log.Warn("purge the job of a sandbox ended during create; reconcile will retry", "sandbox", rec.ID, "err", perr)
+			}
+			return ended, nil
 		}
 		if err != nil {
 			return out, unavailable("the sandbox is running but its record could not be updated", err)
@@ -187,32 +191,6 @@ func (s *Server) settle(rec store.Sandbox, pl nomad.Placement, evalID string) (s
 }
 
 var errNotStarting = errors.New("sandbox is no longer starting")
-
-// failStart purges the job (it may exist even when Register failed: the
-// answer can be lost) and moves the record to failed, which releases its
-// budget. If the purge fails too, the record still fails: reconcile purges
-// prefixed jobs whose record is terminal.
-func (s *Server) failStart(rec store.Sandbox, reason string, cause error) {
-	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
-	defer cancel()
-	if err := s.cfg.Nomad.Purge(ctx, rec.JobID); err != nil {
-		s.log.Warn("purge after a failed start; reconcile will retry", "sandbox", rec.ID, "job", rec.JobID, "err", err)
-	}
-	now := s.cfg.Now().UTC()
-	_, err := s.cfg.Store.Update(ctx, rec.ID, func(r *store.Sandbox) error {
-		if !r.State.Live() {
-			return errNotStarting
-		}
-		r.State, r.EndReason, r.EndedAt, r.TokenDigest = store.StateFailed, reason, now, ""
-		r.LastError = cause.Error()
-		return nil
-	})
-	if err != nil && !errors.Is(err, errNotStarting) {
-		s.log.Error("record a failed start", "sandbox", rec.ID, "err", err)
-	}
-	s.metrics.reaped.WithLabelValues(reason).Inc()
-	s.log.Info("sandbox failed to start", "sandbox", rec.ID, "reason", reason, "err", cause)
-}
 
 // watchStart follows a sandbox that was still starting when its create
 // answered, until it runs, fails, or StartTimeout passes (then it fails).

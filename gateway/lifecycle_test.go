@@ -3,6 +3,8 @@ package gateway_test
 import (
 	"context"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -269,4 +271,35 @@ func TestAStartingSandboxIsWatchedUntilItRunsOrTimesOut(t *testing.T) {
 		}
 		t.Fatal("the sandbox never failed")
 	})
+}
+
+// Ends and purges are policy decisions: a job without the prefix is never
+// purged (H9), even when reconcile is handed one; and each end is logged.
+func TestLifecycleActionsAreDecidedAndLogged(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{fake: true})
+	ctx := context.Background()
+	id, _ := h.create(h.operator, map[string]any{"ttl_seconds": 60})
+	h.clock.Advance(30 * time.Second)
+	if n, err := h.srv.Reap(ctx); n != 0 || err != nil {
+		t.Fatalf("reap before expiry: %d %v", n, err)
+	}
+	h.clock.Advance(31 * time.Second)
+	if n, err := h.srv.Reap(ctx); n != 1 || err != nil {
+		t.Fatalf("reap after expiry: %d %v", n, err)
+	}
+	data, err := os.ReadFile(filepath.Join(h.dataDir, "decisions.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, `"entrypoint":"lifecycle"`) {
+			found = strings.Contains(line, `"allow":true`) && strings.Contains(line, `"principal":"system:reaper"`) &&
+				strings.Contains(line, `"sandbox_id":"`+id+`"`) && strings.Contains(line, `"action":"end expired sandgate-sbx-`+id+`"`)
+		}
+	}
+	if !found {
+		t.Fatalf("no lifecycle decision for the reaped sandbox in the log:\n%s", data)
+	}
 }

@@ -50,7 +50,7 @@ func (s *Server) Reap(ctx context.Context) (int, error) {
 		if now.Before(r.ExpiresAt) && now.Before(r.CeilingAt) {
 			continue
 		}
-		if _, err := s.end(ctx, r.ID, "expired"); err != nil {
+		if _, err := s.end(ctx, r.ID, "expired", principalReaper); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -88,14 +88,22 @@ func (s *Server) Reconcile(ctx context.Context) error {
 				continue
 			}
 		}
-		if err := s.cfg.Nomad.Purge(ctx, j.ID); err != nil {
+		var rec *store.Sandbox
+		if id, ok := s.sandboxIDOf(j.ID); ok {
+			if r, err := s.cfg.Store.Get(ctx, id); err == nil {
+				rec = &r
+			} else if !errors.Is(err, store.ErrNotFound) {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		if err := s.purgeOrphan(ctx, j.ID, rec); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		s.metrics.reconcileFixes.WithLabelValues("orphan_job_purged").Inc()
 		s.log.Info("reconcile: purged a sandbox job with no live record", "job", j.ID)
 	}
-	now := s.cfg.Now().UTC()
 	for _, r := range live {
 		if _, busy := s.inflight.Load(r.ID); busy {
 			continue
@@ -108,15 +116,7 @@ func (s *Server) Reconcile(ctx context.Context) error {
 				}
 				continue
 			}
-			_, err := s.cfg.Store.Update(ctx, r.ID, func(x *store.Sandbox) error {
-				if !x.State.Live() {
-					return nil
-				}
-				x.State, x.EndedAt, x.EndReason, x.TokenDigest = store.StateEnded, now, "job_missing", ""
-				x.LastError = "the Nomad job disappeared"
-				return nil
-			})
-			if err != nil {
+			if err := s.endMissing(ctx, r); err != nil {
 				errs = append(errs, err)
 				continue
 			}

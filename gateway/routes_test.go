@@ -161,3 +161,32 @@ func TestReadyzIs503WhenNomadDoesNotAnswer(t *testing.T) {
 		t.Fatalf("readyz with Nomad failing: %d %s", r.status, r.body)
 	}
 }
+
+// A lifecycle deny stops the action: here a bundle whose B4 sees only
+// starting sandboxes as live refuses to end a running one, so the destroy
+// is a 403 and the job, the record, its budget and its token all stay.
+func TestALifecycleDenyLeavesTheSandboxUntouched(t *testing.T) {
+	t.Parallel()
+	dir := copyBundle(t, func(path string, data []byte) ([]byte, error) {
+		if path != "lifecycle/lifecycle.rego" {
+			return data, nil
+		}
+		const live = `_live_states := {"starting", "running"}`
+		if !strings.Contains(string(data), live) {
+			t.Fatal("lifecycle.rego no longer holds the line this test rewrites")
+		}
+		return []byte(strings.Replace(string(data), live, `_live_states := {"starting"}`, 1)), nil
+	})
+	h := newHarness(t, harnessOptions{policyDir: dir})
+	id, session := h.create(h.operator, nil)
+	expectProblem(t, h.do(http.MethodDelete, "/v1/sandboxes/"+id, h.operator, nil), http.StatusForbidden, "policy_denied", "B4")
+	if r := h.do(http.MethodGet, "/v1/sandboxes/"+id, session, nil); r.status != http.StatusOK || r.json(t)["state"] != "running" {
+		t.Fatalf("after the refused destroy: %d %s", r.status, r.body)
+	}
+	if jobs := h.sim.Jobs(); len(jobs) != 1 {
+		t.Fatalf("jobs after the refused destroy: %v", jobs)
+	}
+	if u, _ := h.st.NodeUsage(t.Context(), "worker-1"); u.Sandboxes != 1 {
+		t.Fatalf("budget after the refused destroy: %+v", u)
+	}
+}

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -57,44 +56,10 @@ func (s *Server) deleteSandbox(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.end(c.Request().Context(), rec.ID, "destroyed"); err != nil {
+	if _, err := s.end(c.Request().Context(), rec.ID, "destroyed", callerOf(c).principal()); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
-}
-
-// end stops a sandbox for reason: purge its job first (if Nomad fails, the
-// record stays live and still holds its budget: nothing is half done),
-// then mark the record ended, which releases the budget and clears the
-// token digest (L3, T4, B4). Ending a terminal record is a no-op.
-func (s *Server) end(ctx context.Context, id, reason string) (store.Sandbox, error) {
-	rec, err := s.cfg.Store.Get(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return rec, notFound(id)
-	}
-	if err != nil {
-		return rec, unavailable("the sandbox store could not be read; nothing was changed", err)
-	}
-	if !rec.State.Live() {
-		return rec, nil
-	}
-	if err := s.cfg.Nomad.Purge(ctx, rec.JobID); err != nil {
-		return rec, nomadUnavailable("Nomad did not purge the job; the sandbox is unchanged, retry", err)
-	}
-	now := s.cfg.Now().UTC()
-	out, err := s.cfg.Store.Update(ctx, id, func(r *store.Sandbox) error {
-		if !r.State.Live() {
-			return nil
-		}
-		r.State, r.EndedAt, r.EndReason, r.TokenDigest = store.StateEnded, now, reason, ""
-		return nil
-	})
-	if err != nil {
-		return out, unavailable("the job was purged but the record could not be updated; reconcile will end it", err)
-	}
-	s.metrics.reaped.WithLabelValues(reason).Inc()
-	s.log.Info("sandbox ended", "sandbox", id, "reason", reason)
-	return out, nil
 }
 
 // extendSandbox is POST /v1/sandboxes/{id}/extend: expiry becomes

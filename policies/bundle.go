@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,8 +85,9 @@ type TestResult struct {
 
 // RunTests runs every Rego test in the bundle held by fsys (nil: the
 // embedded one) and returns each result. It returns ErrBundleTests, wrapped,
-// when any test fails or errs, or when the bundle has no test at all (a
-// bundle without tests is as untrusted as one that fails them).
+// when any test fails or errs, or when an entrypoint's package has no test
+// package data.sandgate.<entrypoint>_test (a policy without tests is as
+// untrusted as one that fails them).
 func RunTests(ctx context.Context, fsys fs.FS) ([]TestResult, error) {
 	if fsys == nil {
 		fsys = bundleFiles
@@ -128,9 +130,18 @@ func RunTests(ctx context.Context, fsys fs.FS) ([]TestResult, error) {
 	if err := ctx.Err(); err != nil {
 		return results, fmt.Errorf("policies: run bundle tests: %w", err)
 	}
+	var untested []string
+	for _, ep := range Entrypoints {
+		pkg := "data.sandgate." + string(ep) + "_test"
+		if !slices.ContainsFunc(results, func(r TestResult) bool { return r.Package == pkg }) {
+			untested = append(untested, pkg)
+		}
+	}
 	switch {
 	case len(results) == 0:
 		return results, fmt.Errorf("%w: the bundle has no tests", ErrBundleTests)
+	case len(untested) > 0:
+		return results, fmt.Errorf("%w: no tests in %s (every entrypoint needs its own)", ErrBundleTests, strings.Join(untested, ", "))
 	case len(failed) > 0:
 		return results, fmt.Errorf("%w: %d of %d failed: %s", ErrBundleTests, len(failed), len(results), strings.Join(failed, ", "))
 	}

@@ -22,10 +22,13 @@ const (
 	Authz Entrypoint = "authz"
 	// Admission decides a rendered Nomad job: data.sandgate.admission.decision.
 	Admission Entrypoint = "admission"
+	// Lifecycle decides ending a sandbox and purging a job:
+	// data.sandgate.lifecycle.decision.
+	Lifecycle Entrypoint = "lifecycle"
 )
 
 // Entrypoints lists every entrypoint the engine prepares.
-var Entrypoints = []Entrypoint{Authz, Admission}
+var Entrypoints = []Entrypoint{Authz, Admission, Lifecycle}
 
 // Query returns the Rego query of the entrypoint.
 func (ep Entrypoint) Query() string { return "data.sandgate." + string(ep) + ".decision" }
@@ -37,7 +40,7 @@ func ParseEntrypoint(s string) (Entrypoint, error) {
 			return ep, nil
 		}
 	}
-	return "", fmt.Errorf("%w: %q (want authz or admission)", ErrUnknownEntrypoint, s)
+	return "", fmt.Errorf("%w: %q (want authz, admission or lifecycle)", ErrUnknownEntrypoint, s)
 }
 
 // Errors callers branch on. Every error from Decide means deny.

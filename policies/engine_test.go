@@ -298,8 +298,8 @@ func TestTheEmbeddedBundlesTestsPassInProcess(t *testing.T) {
 func TestABundleWithoutTestsIsRefusedByReload(t *testing.T) {
 	t.Parallel()
 	dir := copyBundle(t)
-	for _, pkg := range []string{"authz", "admission"} {
-		files, _ := filepath.Glob(filepath.Join(dir, pkg, "*_test.rego"))
+	for _, ep := range Entrypoints {
+		files, _ := filepath.Glob(filepath.Join(dir, string(ep), "*_test.rego"))
 		for _, f := range files {
 			if err := os.Remove(f); err != nil {
 				t.Fatal(err)
@@ -309,6 +309,29 @@ func TestABundleWithoutTestsIsRefusedByReload(t *testing.T) {
 	err := newEngine(t).Reload(context.Background(), Config{Dir: dir})
 	if !errors.Is(err, ErrBundleTests) {
 		t.Fatalf("err = %v, want ErrBundleTests", err)
+	}
+}
+
+func TestABundleWithAnEntrypointWithoutTestsIsRefusedByReload(t *testing.T) {
+	t.Parallel()
+	for _, ep := range Entrypoints {
+		t.Run(string(ep), func(t *testing.T) {
+			t.Parallel()
+			dir := copyBundle(t)
+			files, _ := filepath.Glob(filepath.Join(dir, string(ep), "*_test.rego"))
+			if len(files) == 0 {
+				t.Fatalf("no test files for %s", ep)
+			}
+			for _, f := range files {
+				if err := os.Remove(f); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := newEngine(t).Reload(context.Background(), Config{Dir: dir})
+			if !errors.Is(err, ErrBundleTests) || !strings.Contains(err.Error(), "sandgate."+string(ep)+"_test") {
+				t.Fatalf("err = %v, want ErrBundleTests naming %s", err, ep)
+			}
+		})
 	}
 }
 

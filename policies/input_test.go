@@ -146,3 +146,25 @@ func FuzzParseInput(f *testing.F) {
 		}
 	})
 }
+
+func TestTheHandBuiltLifecycleInputEqualsItsJSON(t *testing.T) {
+	t.Parallel()
+	cases := map[string]*LifecycleInput{
+		"an end with its record": {
+			Now: 1764410000, Action: "end", Reason: "expired",
+			Job:     LifecycleJob{ID: "sandgate-sbx-k7x2m9p4q8r5t1v6", Present: true},
+			Sandbox: &SandboxRecord{ID: "k7x2m9p4q8r5t1v6", JobID: "sandgate-sbx-k7x2m9p4q8r5t1v6", State: "running", ExpiresAt: 2, CeilingAt: 3},
+			Effects: LifecycleEffects{PurgeJob: true, RevokeToken: true, ReleaseBudget: true},
+		},
+		"an orphan purge without a record": {Action: "purge", Reason: "orphan", Job: LifecycleJob{ID: "sandgate-sbx-x"}},
+	}
+	for name, in := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got, want := in.Value(), viaJSON(t, in)
+			if got.Compare(want) != 0 {
+				t.Fatalf("hand-built input differs from its JSON:\n got %v\nwant %v", got, want)
+			}
+		})
+	}
+}

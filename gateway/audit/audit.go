@@ -31,6 +31,8 @@ type Entry struct {
 	Route      string `json:"route,omitempty"`
 	RequestID  string `json:"request_id,omitempty"`
 	SandboxID  string `json:"sandbox_id,omitempty"`
+	// Action is what a lifecycle decision was about: "<action> <reason> <job>".
+	Action string `json:"action,omitempty"`
 	// Error is set when the engine failed (the request was refused).
 	Error string `json:"error,omitempty"`
 }
