@@ -98,6 +98,7 @@ func (s *Server) tokenActive(c echo.Context, claims token.Claims, raw string) (b
 		if err != nil {
 			return false, err
 		}
+		c.Set(ctxRecord, &rec) // authorize reuses it when the route targets this sandbox
 		return rec.TokenDigest != "" && rec.TokenJTI == claims.ID &&
 			token.DigestEqual(rec.TokenDigest, token.Digest(raw)), nil
 	}

@@ -58,7 +58,10 @@ func (s *Server) authorize(newBody func() requestBody) echo.MiddlewareFunc {
 				in.Request.Query = q
 			}
 			var rec *store.Sandbox
-			if id := c.Param("id"); id != "" {
+			if cached, _ := c.Get(ctxRecord).(*store.Sandbox); cached != nil && cached.ID == c.Param("id") {
+				rec = cached // read by authenticate in this request
+				in.Sandbox = policyRecord(*rec)
+			} else if id := c.Param("id"); id != "" {
 				r, err := s.cfg.Store.Get(ctx, id)
 				switch {
 				case errors.Is(err, store.ErrNotFound):
@@ -82,9 +85,7 @@ func (s *Server) authorize(newBody func() requestBody) echo.MiddlewareFunc {
 				}
 				c.Set(ctxBody, body)
 			}
-			if rec != nil {
-				c.Set(ctxRecord, rec)
-			}
+			c.Set(ctxRecord, rec) // the target, or nil: never another sandbox's record
 			c.Set(ctxDecision, d)
 			return next(c)
 		}

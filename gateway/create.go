@@ -135,7 +135,9 @@ func (s *Server) createSandbox(c echo.Context) error {
 		s.watchStart(out, evalID)
 	}
 	v := viewOf(out)
-	v.Token = raw
+	if out.State.Live() { // a failed start's token is already void: do not hand it out
+		v.Token = raw
+	}
 	return c.JSON(http.StatusCreated, v)
 }
 

@@ -211,6 +211,9 @@ func TestPlacementFailureReleasesTheBudgetAndPurgesTheJob(t *testing.T) {
 	if m["state"] != "failed" || !strings.Contains(m["last_error"].(string), "driver") {
 		t.Fatalf("want a failed sandbox naming the missing driver: %s", r.body)
 	}
+	if _, ok := m["token"]; ok {
+		t.Fatalf("a failed sandbox's void token was handed out: %s", r.body)
+	}
 	if jobs := h.sim.Jobs(); len(jobs) != 0 {
 		t.Fatalf("jobs left: %v", jobs)
 	}

@@ -46,10 +46,22 @@ func buildBinary(t *testing.T) string {
 
 var listening = regexp.MustCompile(`sandgate dev: (http://[0-9.:]+)`)
 
-func startGateway(t *testing.T) *gatewayProc {
+// mintAgent mints an agent token offline into data, before the gateway
+// holds the store: the same key and store the gateway then uses.
+func mintAgent(t *testing.T, bin, data, subject string) string {
 	t.Helper()
-	bin := buildBinary(t)
-	data := t.TempDir()
+	cmd := exec.Command(bin, "token", "mint", "--role", "agent", "--subject", subject, "--ttl", "1h", "--data", data) //nolint:gosec // G204: the binary this test just built
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("token mint: %v\n%s", err, stderr.String())
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func startGateway(t *testing.T, bin, data string) *gatewayProc {
+	t.Helper()
 	args := []string{"dev", "--listen", "127.0.0.1:0", "--data", data}
 	g := &gatewayProc{}
 	if addr := os.Getenv("NOMAD_ADDR"); addr != "" {
@@ -171,7 +183,9 @@ func (g *gatewayProc) call(t *testing.T, method, path, tok string, body any) rep
 }
 
 func TestTheAgentFlowOverHTTP(t *testing.T) {
-	g := startGateway(t)
+	bin, data := buildBinary(t), t.TempDir()
+	agent := mintAgent(t, bin, data, "agent-it")
+	g := startGateway(t, bin, data)
 	if r := g.call(t, http.MethodGet, "/readyz", "", nil); r.status != http.StatusOK {
 		t.Fatalf("readyz: %d %s", r.status, r.body)
 	}
@@ -183,7 +197,7 @@ func TestTheAgentFlowOverHTTP(t *testing.T) {
 	if g.real {
 		body["node"] = g.node
 	}
-	r := g.call(t, http.MethodPost, "/v1/sandboxes", g.operator, body)
+	r := g.call(t, http.MethodPost, "/v1/sandboxes", agent, body)
 	if r.status == http.StatusForbidden && g.real {
 		t.Skipf("the policy refuses this real node (architecture or OS outside policy data?): %s", r.body)
 	}
@@ -212,6 +226,25 @@ func TestTheAgentFlowOverHTTP(t *testing.T) {
 	}
 	if r = g.call(t, http.MethodGet, "/v1/sandboxes", session, nil); r.status != http.StatusForbidden {
 		t.Fatalf("session list: %d %s", r.status, r.body)
+	}
+	// the agent sees its sandbox; it may not extend it (operators only, L2)
+	if r = g.call(t, http.MethodGet, "/v1/sandboxes", agent, nil); r.status != http.StatusOK || !bytes.Contains(r.body, []byte(id)) {
+		t.Fatalf("agent list: %d %s", r.status, r.body)
+	}
+	if r = g.call(t, http.MethodPost, "/v1/sandboxes/"+id+"/extend", agent, map[string]any{"ttl_seconds": 900}); r.status != http.StatusForbidden {
+		t.Fatalf("agent extend: %d %s", r.status, r.body)
+	}
+	// an operator's sandbox is not the agent's, nor the session's
+	r = g.call(t, http.MethodPost, "/v1/sandboxes", g.operator, body)
+	if r.status != http.StatusCreated {
+		t.Fatalf("operator create: %d %s", r.status, r.body)
+	}
+	other := r.object(t)["id"].(string)
+	t.Cleanup(func() { g.call(t, http.MethodDelete, "/v1/sandboxes/"+other, g.operator, nil) })
+	for _, tok := range []string{agent, session} {
+		if r = g.call(t, http.MethodGet, "/v1/sandboxes/"+other, tok, nil); r.status != http.StatusForbidden {
+			t.Fatalf("another principal's sandbox: %d %s", r.status, r.body)
+		}
 	}
 	if r = g.call(t, http.MethodPost, "/v1/sandboxes/"+id+"/extend", g.operator, map[string]any{"ttl_seconds": 900}); r.status != http.StatusOK {
 		t.Fatalf("extend: %d %s", r.status, r.body)
