@@ -47,9 +47,9 @@ func (p *Problem) Error() string {
 // Unwrap returns the underlying cause, if any.
 func (p *Problem) Unwrap() error { return p.cause }
 
-// problemTypeBase prefixes every problem type; the fragment is the code,
-// documented in docs/api.md.
-const problemTypeBase = "https://sandgate.dev/problems/"
+// problemTypeBase prefixes every problem type: a URN that names the code
+// (documented in docs/api.md) and that no client is meant to dereference.
+const problemTypeBase = "urn:sandgate:problem:"
 
 // Codes and their statuses. The code is the stable, machine-readable part.
 const (

@@ -1,11 +1,27 @@
 package main
 
 import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"sandgate/gateway/token"
+	"sandgate/policies"
+	"sandgate/store"
 )
 
 func writeConfig(t *testing.T, body string) string {
@@ -84,5 +100,103 @@ func TestTokenMintRecordsAVerifiableToken(t *testing.T) {
 	}
 	if code, _, _ := runCLI(t, "", "token", "mint", "--role", "session", "--data", data); code != exitError {
 		t.Fatalf("a session token was minted offline: exit %d", code)
+	}
+}
+
+// selfSignedCert writes a certificate and key for 127.0.0.1 and returns
+// their paths and a pool that trusts the certificate.
+func selfSignedCert(t *testing.T) (string, string, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sandgate-test"},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+// The production entry runs end to end: TLS, the store, the enrolled
+// nodes from the config, readiness against Nomad (the simulator here).
+func TestServeRunsTheGatewayOverTLS(t *testing.T) {
+	t.Parallel()
+	simAddr, closeSim, err := startSimulator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeSim()
+	certFile, keyFile, pool := selfSignedCert(t)
+	data := t.TempDir()
+	cfg := `{"listen":"127.0.0.1:0","data_dir":"` + data + `",
+	  "tls":{"cert_file":"` + certFile + `","key_file":"` + keyFile + `"},
+	  "nomad":{"address":"http://` + simAddr + `"},
+	  "nodes":[{"name":"worker-1","max_sandboxes":3}]}`
+	o, err := loadServeConfig(writeConfig(t, cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := make(chan string, 1)
+	o.Ready = func(a string, _ *token.Issuer, _ store.Store, _ policies.Settings) error { addr <- a; return nil }
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- runGateway(ctx, o, io.Discard) }()
+	var base string
+	select {
+	case a := <-addr:
+		base = "https://" + a
+	case err := <-done:
+		t.Fatalf("serve ended before it was ready: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not become ready")
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	resp, err := client.Get(base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"ready":true`) || strings.Contains(string(body), `"simulated":true`) {
+		t.Fatalf("readyz over TLS: %d %s", resp.StatusCode, body)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve did not shut down cleanly: %v", err)
+	}
+	// the config's node was enrolled, with its budget
+	st, err := openStore(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	n, err := st.GetNode(t.Context(), "worker-1")
+	if err != nil || n.Enrollment != "sandbox" || n.MaxSandboxes != 3 {
+		t.Fatalf("enrolled node: %+v %v", n, err)
 	}
 }
