@@ -187,12 +187,6 @@ type route struct {
 	body func() requestBody
 }
 
-// PublicPaths are the routes that take no token: health, readiness,
-// metrics and capabilities.
-var PublicPaths = map[string]bool{
-	"/healthz": true, "/readyz": true, "/metrics": true, "/v1/capabilities": true,
-}
-
 func (s *Server) routes() []route {
 	return []route{
 		{method: http.MethodGet, path: "/healthz", handler: s.healthz, public: true},
