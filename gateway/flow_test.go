@@ -2,7 +2,10 @@ package gateway_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -196,5 +199,62 @@ func TestEveryDecisionIsLoggedAndCounted(t *testing.T) {
 		if !strings.Contains(string(m.body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+}
+
+func TestTokenRefusals(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{fake: true})
+	ctx := context.Background()
+	s := h.engine.Settings()
+
+	// expired: past exp and the 30 s leeway
+	short, c, err := h.iss.Mint(token.MintRequest{Role: token.RoleOperator, Subject: "brief", Scopes: s.RoleScopes("operator"), TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.st.PutToken(ctx, store.Token{JTI: c.ID, Role: "operator", Subject: "brief", CreatedAt: c.IssuedAt.Time, ExpiresAt: c.ExpiresAt.Time}); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.do(http.MethodGet, "/v1/sandboxes", short, nil); r.status != http.StatusOK {
+		t.Fatalf("fresh token: %d %s", r.status, r.body)
+	}
+	h.clock.Advance(91 * time.Second)
+	r := expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes", short, nil), http.StatusUnauthorized, "token_expired")
+	if strings.Contains(fmt.Sprint(r), short) {
+		t.Fatal("the problem echoes the token")
+	}
+
+	// signed by another key
+	_, otherKey, _ := ed25519.GenerateKey(rand.Reader)
+	cfg := token.DefaultConfig()
+	cfg.Key, cfg.Now = otherKey, h.clock.Now
+	forger, _ := token.New(cfg)
+	forged, _, _ := forger.Mint(token.MintRequest{Role: token.RoleOperator, Subject: "ops", Scopes: s.RoleScopes("operator"), TTL: time.Hour})
+	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes", forged, nil), http.StatusUnauthorized, "unauthenticated")
+
+	// well signed but never recorded (or revoked): T4
+	unrecorded, _, _ := h.iss.Mint(token.MintRequest{Role: token.RoleOperator, Subject: "ghost", Scopes: s.RoleScopes("operator"), TTL: time.Hour})
+	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes", unrecorded, nil), http.StatusUnauthorized, "unauthenticated", "T4")
+	revoked := h.mint(token.RoleAgent, "gone")
+	claims, err := h.iss.Verify(revoked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.st.RevokeToken(ctx, claims.ID, h.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes", revoked, map[string]any{}), http.StatusUnauthorized, "unauthenticated", "T4")
+
+	// not a bearer token at all
+	req, _ := http.NewRequest(http.MethodGet, h.url+"/v1/sandboxes", nil)
+	req.Header.Set("Authorization", "Basic b3BzOnB3")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+		t.Fatalf("basic auth: %d %v", resp.StatusCode, resp.Header)
 	}
 }
