@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"sandgate/nomad"
@@ -83,13 +84,11 @@ func (s *Server) Reconcile(ctx context.Context) error {
 		if _, ok := byJob[j.ID]; ok {
 			continue
 		}
-		if id, ok := s.sandboxIDOf(j.ID); ok {
-			if _, busy := s.inflight.Load(id); busy {
-				continue
-			}
-		}
 		var rec *store.Sandbox
 		if id, ok := s.sandboxIDOf(j.ID); ok {
+			if _, busy := s.inflight.Load(id); busy {
+				continue // its create is between reserve and register
+			}
 			if r, err := s.cfg.Store.Get(ctx, id); err == nil {
 				rec = &r
 			} else if !errors.Is(err, store.ErrNotFound) {
@@ -132,10 +131,8 @@ func (s *Server) Reconcile(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// sandboxIDOf returns the sandbox id a prefixed job id names.
 func (s *Server) sandboxIDOf(jobID string) (string, bool) {
-	p := s.cfg.Engine.Settings().Prefix
-	if len(jobID) <= len(p) || jobID[:len(p)] != p {
-		return "", false
-	}
-	return jobID[len(p):], true
+	id, ok := strings.CutPrefix(jobID, s.cfg.Engine.Settings().Prefix)
+	return id, ok && id != ""
 }

@@ -67,6 +67,12 @@ func TestRenderedAdmissionInputReplaysAsAllowedAndTamperedAsDeniedByH1(t *testin
 	}
 }
 
+// lifecycleReap is the reaper's input for a sandbox one second past expiry.
+const lifecycleReap = `{"now":1764409601,"action":"end","reason":"expired",
+ "job":{"id":"sandgate-sbx-k7x2m9p4q8r5t1v6","present":true},
+ "sandbox":{"id":"k7x2m9p4q8r5t1v6","job_id":"sandgate-sbx-k7x2m9p4q8r5t1v6","state":"running","expires_at":1764409600,"ceiling_at":1764420400},
+ "effects":{"purge_job":true,"revoke_token":true,"release_budget":true}}`
+
 func TestCLIExitCodes(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -78,6 +84,9 @@ func TestCLIExitCodes(t *testing.T) {
 		{"an empty input document is denied", `{}`, []string{"policy", "eval", "--entrypoint", "authz", "--input", "-"}, exitDenied},
 		{"malformed JSON is an error", `{"now":`, []string{"policy", "eval", "--entrypoint", "authz", "--input", "-"}, exitError},
 		{"an array is an error", `[]`, []string{"policy", "eval", "--entrypoint", "admission", "--input", "-"}, exitError},
+		{"a due reap is allowed", lifecycleReap, []string{"policy", "eval", "--entrypoint", "lifecycle", "--input", "-"}, exitOK},
+		{"purging a foreign job is denied", `{"now":1,"action":"purge","reason":"orphan","job":{"id":"billing","present":true},"effects":{"purge_job":true,"revoke_token":false,"release_budget":false}}`,
+			[]string{"policy", "eval", "--entrypoint", "lifecycle", "--input", "-"}, exitDenied},
 		{"an unknown entrypoint is an error", `{}`, []string{"policy", "eval", "--entrypoint", "nomad", "--input", "-"}, exitError},
 		{"a missing input file is an error", ``, []string{"policy", "eval", "--entrypoint", "authz", "--input", "/nonexistent/in.json"}, exitError},
 		{"render without a node is an error", ``, []string{"render"}, exitError},
