@@ -192,7 +192,10 @@ func (s *Server) settle(rec store.Sandbox, pl nomad.Placement, evalID string) (s
 	return s.cfg.Store.Get(ctx, rec.ID)
 }
 
-var errNotStarting = errors.New("sandbox is no longer starting")
+var (
+	errNotStarting = errors.New("sandbox is no longer starting")
+	errNotLive     = errors.New("sandbox is no longer live")
+)
 
 // watchStart follows a sandbox that was still starting when its create
 // answered, until it runs, fails, or StartTimeout passes (then it fails).

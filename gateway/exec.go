@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -82,7 +83,7 @@ func (s *Server) execSandbox(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), timeout+killAfterSeconds*time.Second+s.cfg.ExecGrace)
 	defer cancel()
 	start := time.Now()
-	code, err := s.cfg.Nomad.Exec(ctx, rec.AllocID, RenderConfig(st).TaskName, argv, stdin, stdout, stderr)
+	code, err := s.cfg.Nomad.Exec(ctx, rec.AllocID, s.taskName, argv, stdin, stdout, stderr)
 	elapsed := time.Since(start)
 	res := execResult{DurationMS: elapsed.Milliseconds()}
 	switch {
@@ -132,7 +133,7 @@ func (s *Server) sandboxLogs(c echo.Context) error {
 	if q.TailBytes != nil {
 		tail = *q.TailBytes
 	}
-	data, err := s.cfg.Nomad.Logs(c.Request().Context(), rec.AllocID, RenderConfig(st).TaskName, stream, tail)
+	data, err := s.cfg.Nomad.Logs(c.Request().Context(), rec.AllocID, s.taskName, stream, tail)
 	switch {
 	case errors.Is(err, nomad.ErrNotFound) && rec.State == store.StateRunning:
 		data = nil // Nomad answers 404 until the task has written anything
@@ -188,4 +189,14 @@ func (b *cappedBuffer) result() (string, int64, bool) {
 		}
 	}
 	return string(kept), b.total, truncated
+}
+
+// sortedKeys returns m's keys in order, so the env(1) arguments are stable.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

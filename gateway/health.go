@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
-	"slices"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -73,13 +72,4 @@ func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
 		}()
 		return next(c)
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

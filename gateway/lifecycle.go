@@ -80,7 +80,7 @@ func (s *Server) end(ctx context.Context, id, reason, principal string) (store.S
 		return rec, nomadUnavailable("Nomad did not purge the job; the sandbox is unchanged, retry", err)
 	}
 	out, err := s.markEnded(ctx, id, store.StateEnded, reason, "")
-	if errors.Is(err, errNotStarting) { // ended concurrently: the same outcome
+	if errors.Is(err, errNotLive) { // ended concurrently: the same outcome
 		return s.cfg.Store.Get(ctx, id)
 	}
 	if err != nil {
@@ -104,7 +104,7 @@ func (s *Server) failStart(rec store.Sandbox, reason string, cause error) {
 	if err := s.cfg.Nomad.Purge(ctx, rec.JobID); err != nil {
 		s.log.Warn("purge after a failed start; reconcile will retry", "sandbox", rec.ID, "job", rec.JobID, "err", err)
 	}
-	if _, err := s.markEnded(ctx, rec.ID, store.StateFailed, reason, cause.Error()); err != nil && !errors.Is(err, errNotStarting) {
+	if _, err := s.markEnded(ctx, rec.ID, store.StateFailed, reason, cause.Error()); err != nil && !errors.Is(err, errNotLive) {
 		s.log.Error("record a failed start", "sandbox", rec.ID, "err", err)
 	}
 	s.log.Info("sandbox failed to start", "sandbox", rec.ID, "reason", reason, "err", cause)
@@ -118,7 +118,7 @@ func (s *Server) endMissing(ctx context.Context, rec store.Sandbox) error {
 		return err
 	}
 	_, err := s.markEnded(ctx, rec.ID, store.StateEnded, "job_missing", "the Nomad job disappeared")
-	if errors.Is(err, errNotStarting) {
+	if errors.Is(err, errNotLive) {
 		return nil
 	}
 	return err
@@ -143,12 +143,12 @@ func (s *Server) purgeOrphan(ctx context.Context, jobID string, rec *store.Sandb
 
 // markEnded moves a live record to a terminal state (releasing its budget
 // and clearing its token digest in the same store transaction). It returns
-// errNotStarting when the record was no longer live.
+// errNotLive when the record was no longer live.
 func (s *Server) markEnded(ctx context.Context, id string, state store.State, reason, lastError string) (store.Sandbox, error) {
 	now := s.cfg.Now().UTC()
 	out, err := s.cfg.Store.Update(ctx, id, func(r *store.Sandbox) error {
 		if !r.State.Live() {
-			return errNotStarting
+			return errNotLive
 		}
 		r.State, r.EndedAt, r.EndReason, r.TokenDigest = state, now, reason, ""
 		if lastError != "" {
@@ -159,7 +159,7 @@ func (s *Server) markEnded(ctx context.Context, id string, state store.State, re
 	if err == nil {
 		s.metrics.reaped.WithLabelValues(reason).Inc()
 	}
-	if errors.Is(err, errNotStarting) {
+	if errors.Is(err, errNotLive) {
 		return out, fmt.Errorf("sandbox %s: %w", id, err)
 	}
 	return out, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strconv"
 
@@ -178,7 +177,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	out.RequestID = c.Response().Header().Get(echo.HeaderXRequestID)
 	if out.Status >= 500 || out.cause != nil {
 		s.log.Error("request failed", "request_id", out.RequestID, "route", c.Path(),
-			"status", out.Status, "code", out.Code, "err", errString(err))
+			"status", out.Status, "code", out.Code, "err", err.Error())
 	}
 	h := c.Response().Header()
 	if out.retryAfter > 0 {
@@ -196,5 +195,3 @@ func (s *Server) handleError(err error, c echo.Context) {
 		s.log.Debug("write problem", "err", werr)
 	}
 }
-
-func errString(err error) slog.Value { return slog.StringValue(err.Error()) }

@@ -159,9 +159,6 @@ func (r *execRequest) required() bool { return true }
 
 func (r *execRequest) policyBody() policies.RequestBody {
 	b := policies.RequestBody{Argv: r.Argv, TimeoutSeconds: r.TimeoutSeconds}
-	if r.Argv == nil {
-		b.Argv = nil
-	}
 	if r.Stdin != nil {
 		n := int64(len(*r.Stdin))
 		b.StdinBytes = &n

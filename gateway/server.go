@@ -19,6 +19,7 @@ import (
 	"sandgate/gateway/token"
 	"sandgate/nomad"
 	"sandgate/policies"
+	"sandgate/render"
 	"sandgate/store"
 )
 
@@ -134,6 +135,9 @@ type Server struct {
 	log     *slog.Logger
 	metrics *metrics
 	nodes   *nodeCache
+	// taskName is the task every rendered job runs, computed once: exec
+	// and logs address it on every request.
+	taskName string
 
 	// inflight holds the ids of sandboxes whose create is between reserve
 	// and a settled placement: reconcile must not end them.
@@ -160,6 +164,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics = m
 	s.nodes = newNodeCache(cfg.Nomad, 2*time.Second, cfg.Now)
+	s.taskName = render.DefaultConfig().TaskName
 	s.e = s.newEcho()
 	return s, nil
 }
