@@ -10,7 +10,7 @@ BUNDLE   := policies/
 REGO_COVERAGE_THRESHOLD := 90
 BUILD    := .build
 
-.PHONY: docs all test run build vet lint gofmt-check policy policy-fmt policy-check policy-test policy-lint go-test bench fuzz clean
+.PHONY: system-deps docs all test run build vet lint gofmt-check policy policy-fmt policy-check policy-test policy-lint go-test bench fuzz clean
 
 all: test
 
@@ -23,8 +23,12 @@ build:
 	$(GO) build -o $(BUILD)/sandgate ./cmd/sandgate
 
 ## test: everything CI checks; fails on the first failing step
-test: gofmt-check vet policy lint go-test
+test: system-deps gofmt-check vet policy lint go-test
 	@echo "make test: all checks passed"
+
+## system-deps: the Debian packages of the real-system tests (iptables, iproute2, shellcheck, busybox-static, chromium, nodejs)
+system-deps:
+	@./.ci/system-deps
 
 gofmt-check:
 	@bad=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.build/*')); \
@@ -74,7 +78,11 @@ fuzz:
 	$(GO) test ./policies -run='^$$' -fuzz=FuzzParseInput -fuzztime=30s
 	$(GO) test ./gateway -run='^$$' -fuzz=FuzzDecodeCreateRequest -fuzztime=30s
 	$(GO) test ./gateway -run='^$$' -fuzz=FuzzDecodeExecRequest -fuzztime=30s
+	$(GO) test ./gateway -run='^$$' -fuzz=FuzzDecodeMintRequest -fuzztime=30s
+	$(GO) test ./gateway -run='^$$' -fuzz=FuzzDecodeEnrollRequest -fuzztime=30s
+	$(GO) test ./gateway -run='^$$' -fuzz=FuzzDecodeStateRequest -fuzztime=30s
 	$(GO) test ./gateway/token -run='^$$' -fuzz=FuzzVerify -fuzztime=30s
+	$(GO) test ./render/isolation -run='^$$' -fuzz=FuzzConfig -fuzztime=30s
 
 clean:
 	rm -rf $(BUILD)

@@ -117,6 +117,7 @@ func (s *Server) tokenActive(c echo.Context, claims token.Claims, raw string) (b
 	if !t.RevokedAt.IsZero() || t.Role != string(claims.Role) || t.Subject != claims.Subject {
 		return false, nil
 	}
+	c.Set(ctxToken, &t) // create reads the agent's quota from it (B3)
 	// The record just read says when the token was last used: touch it only
 	// when that is stale, so a busy token costs no second store access.
 	if now := s.cfg.Now(); now.Sub(t.LastUsed) >= touchInterval {

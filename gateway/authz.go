@@ -21,6 +21,8 @@ const (
 	ctxBody     = "sandgate.body"
 	ctxRecord   = "sandgate.record"
 	ctxDecision = "sandgate.decision"
+	// ctxToken holds the caller's token record (operator and agent tokens).
+	ctxToken = "sandgate.token"
 )
 
 // authorize decodes the route's body, loads the sandbox the route targets,
@@ -77,7 +79,7 @@ func (s *Server) authorize(newBody func() requestBody) echo.MiddlewareFunc {
 				return err
 			}
 			if !d.Allow {
-				return s.denial(d, rec, c.Param("id"))
+				return s.denial(d, rec, c.Param("id"), cl.active)
 			}
 			if body != nil {
 				if err := body.check(s); err != nil {
@@ -152,6 +154,7 @@ func (s *Server) decide(ctx context.Context, ep policies.Entrypoint, v ast.Value
 	if lerr := s.cfg.Decisions.Write(entry); lerr != nil {
 		return d, unavailable("the decision log could not be written; the request was refused", lerr)
 	}
+	s.recent.add(entry, d.Violations)
 	if err != nil {
 		p := newProblem(http.StatusServiceUnavailable, codeUnavailable, "the policy could not decide; the request was refused (fail closed)")
 		p.DecisionID = d.ID
@@ -176,13 +179,13 @@ func inputDigest(doc any) string {
 // every role (ids are random: this reveals nothing a 403 would not); an
 // expired target a 410; a revoked token a 401 (before anything else: the
 // caller must authenticate again); everything else a 403.
-func (s *Server) denial(d policies.Decision, rec *store.Sandbox, id string) error {
+func (s *Server) denial(d policies.Decision, rec *store.Sandbox, id string, tokenActive bool) error {
 	rules := d.RuleIDs()
 	var p *Problem
 	switch {
 	case id != "" && rec == nil:
 		p = notFound(id)
-	case slices.Contains(rules, "T4"):
+	case slices.Contains(rules, "T4") && !tokenActive: // T4 also judges a mint request's body
 		p = unauthenticated("the token has been revoked")
 	case rec != nil && slices.Contains(rules, "T3") && s.expired(*rec):
 		p = newProblem(http.StatusGone, codeExpired, "sandbox "+rec.ID+" expired at "+rec.ExpiresAt.UTC().Format(timeFormat))

@@ -81,11 +81,18 @@ func (s *Server) createSandbox(c echo.Context) error {
 		}
 	}()
 	def := st.NodeBudgetDefault
+	var quota int64
+	if t, _ := c.Get(ctxToken).(*store.Token); t != nil {
+		quota = t.MaxLiveSandboxes
+	}
 	err = s.cfg.Store.Reserve(ctx, rec, func(f store.ReserveFacts) error {
-		in := AdmissionInput(spec, jobJSON, nodeFacts(cand.node, f.NodeInfo, &usage), policies.Budget{
+		in := AdmissionInput(spec, jobJSON, NodeFacts(cand.node, cand.controlPlane, f.NodeInfo, &usage), policies.Budget{
 			Limits: budgetLimits(f.NodeInfo, def),
 			Used:   policies.BudgetUse{Sandboxes: f.Node.Sandboxes, CPUMHz: f.Node.CPUMHz, MemoryMB: f.Node.MemoryMB},
-		}, rec.Principal)
+		}, policies.PrincipalFacts{
+			Sub: rec.Principal, Role: string(cl.claims.Role),
+			LiveSandboxes: f.Principal.Sandboxes, MaxLiveSandboxes: quota,
+		})
 		v, err := in.Value()
 		if err != nil {
 			return fmt.Errorf("admission input: %w", err)
@@ -145,7 +152,9 @@ func (s *Server) createSandbox(c echo.Context) error {
 func admissionDenial(d policies.Decision) *Problem {
 	rules := d.RuleIDs()
 	var p *Problem
-	if len(rules) > 0 && !slices.ContainsFunc(rules, func(r string) bool { return r != "B1" }) {
+	// Budgets alone (a node's B1, a principal's quota B3): retry when a
+	// sandbox ends.
+	if len(rules) > 0 && !slices.ContainsFunc(rules, func(r string) bool { return r != "B1" && r != "B3" }) {
 		p = newProblem(http.StatusTooManyRequests, codeBudget, violationsDetail(d))
 		p.retryAfter = 30
 	} else {

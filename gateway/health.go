@@ -7,18 +7,27 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/labstack/echo/v4"
 )
 
+// gatewayCapabilities are advertised besides the policy's list: they are
+// not route families the policy switches (C1).
+var gatewayCapabilities = []string{"problem+json", "metrics", "dashboard.v1"}
+
 // Capabilities lists what this gateway supports (SPEC C1), so clients and
-// the dashboard can roll out in either order.
-var Capabilities = []string{"sandboxes.v1", "sandboxes.exec.v1", "sandboxes.logs.v1", "sandboxes.extend.v1", "problem+json", "metrics"}
+// the dashboard can roll out in either order: the route families the
+// policy bundle serves (data.sandgate.config.capabilities; authz refuses a
+// route whose family is not listed) and the gateway's own.
+func (s *Server) Capabilities() []string {
+	return slices.Concat(s.cfg.Engine.Settings().Capabilities, gatewayCapabilities)
+}
 
 func (s *Server) capabilities(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{
-		"capabilities":    Capabilities,
+		"capabilities":    s.Capabilities(),
 		"version":         s.cfg.Version,
 		"bundle_revision": s.cfg.Engine.Revision(),
 		"simulated":       s.cfg.Simulated,

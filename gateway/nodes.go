@@ -14,8 +14,8 @@ import (
 	"sandgate/store"
 )
 
-// nodeCache keeps Nomad's node list for a short while: a burst of creates
-// costs one node listing, not one per request.
+// nodeCache keeps Nomad's node list and server members for a short while:
+// a burst of creates costs one listing, not one per request.
 type nodeCache struct {
 	nomad Nomad
 	ttl   time.Duration
@@ -23,6 +23,7 @@ type nodeCache struct {
 
 	mu      sync.Mutex
 	nodes   []nomad.Node
+	servers []nomad.ServerMember
 	fetched time.Time
 }
 
@@ -30,40 +31,56 @@ func newNodeCache(n Nomad, ttl time.Duration, now func() time.Time) *nodeCache {
 	return &nodeCache{nomad: n, ttl: ttl, now: now}
 }
 
-func (c *nodeCache) list(ctx context.Context) ([]nomad.Node, error) {
+// list returns the client nodes and the server members. Both are read
+// together: the control-plane verdict of a node needs both, and an error
+// on either refuses (no node is judged without its server facts).
+func (c *nodeCache) list(ctx context.Context) ([]nomad.Node, []nomad.ServerMember, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.nodes != nil && c.now().Sub(c.fetched) < c.ttl {
-		return c.nodes, nil
+		return c.nodes, c.servers, nil
 	}
 	nodes, err := c.nomad.Nodes(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	c.nodes, c.fetched = nodes, c.now()
-	return nodes, nil
+	servers, err := c.nomad.Servers(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.nodes, c.servers, c.fetched = nodes, servers, c.now()
+	return nodes, servers, nil
 }
 
-func (c *nodeCache) byName(ctx context.Context, name string) (nomad.Node, bool, error) {
-	nodes, err := c.list(ctx)
+// invalidate drops the cache: the next read asks Nomad (after an operator
+// changed a node, the answer must not be two seconds old).
+func (c *nodeCache) invalidate() {
+	c.mu.Lock()
+	c.nodes, c.servers = nil, nil
+	c.mu.Unlock()
+}
+
+// byName returns the node called name and whether it runs a Nomad server.
+func (c *nodeCache) byName(ctx context.Context, name string) (nomad.Node, bool, bool, error) {
+	nodes, servers, err := c.list(ctx)
 	if err != nil {
-		return nomad.Node{}, false, err
+		return nomad.Node{}, false, false, err
 	}
 	for _, n := range nodes {
 		if n.Name == name {
-			return n, true, nil
+			return n, nomad.Colocated(n, servers), true, nil
 		}
 	}
-	return nomad.Node{}, false, nil
+	return nomad.Node{}, false, false, nil
 }
 
-// nodeFacts builds the admission input's node: Nomad's view, the
-// operator's record, and live usage. A node without an operator record is
+// NodeFacts builds a policy input's node: Nomad's view, the gateway's
+// server co-location verdict, the operator's record, and live usage. A node without an operator record is
 // not enrolled; unknown usage stays nil and the policy denies on it.
-func nodeFacts(n nomad.Node, rec *store.Node, usage *nomad.Usage) policies.NodeFacts {
+func NodeFacts(n nomad.Node, controlPlane bool, rec *store.Node, usage *nomad.Usage) policies.NodeFacts {
 	f := policies.NodeFacts{
 		ID: n.ID, Name: n.Name, Status: n.Status, Eligibility: n.Eligibility, Drain: n.Drain,
-		Attributes: n.Attributes, Meta: n.Meta,
+		Attributes: n.Attributes, Meta: n.Meta, ControlPlane: controlPlane,
 		OperatorState: "active", Enrollment: "none",
 	}
 	if f.Attributes == nil {
@@ -105,9 +122,11 @@ func budgetLimits(rec *store.Node, def policies.BudgetLimits) policies.BudgetLim
 
 // candidate is a node a create may go to.
 type candidate struct {
-	node   nomad.Node
-	record *store.Node
-	used   store.Usage
+	node nomad.Node
+	// controlPlane: a Nomad server runs on the node (P2 refuses it).
+	controlPlane bool
+	record       *store.Node
+	used         store.Usage
 }
 
 // pickNode returns the node a create goes to. With a name, that node (the
@@ -117,9 +136,9 @@ type candidate struct {
 // 429 budget_exhausted; if none is enrolled at all, a 409.
 func (s *Server) pickNode(ctx context.Context, name string, cpu, mem int64) (candidate, error) {
 	if name != "" {
-		n, ok, err := s.nodes.byName(ctx, name)
+		n, cp, ok, err := s.nodes.byName(ctx, name)
 		if err != nil {
-			return candidate{}, err
+			return candidate{}, nomadUnavailable("could not read Nomad's nodes; nothing was changed", err)
 		}
 		if !ok {
 			return candidate{}, invalid("node", "no Nomad client node is named %q", name)
@@ -128,11 +147,11 @@ func (s *Server) pickNode(ctx context.Context, name string, cpu, mem int64) (can
 		if err != nil {
 			return candidate{}, err
 		}
-		return candidate{node: n, record: rec}, nil
+		return candidate{node: n, controlPlane: cp, record: rec}, nil
 	}
-	nodes, err := s.nodes.list(ctx)
+	nodes, servers, err := s.nodes.list(ctx)
 	if err != nil {
-		return candidate{}, err
+		return candidate{}, nomadUnavailable("could not read Nomad's nodes; nothing was changed", err)
 	}
 	def := s.cfg.Engine.Settings().NodeBudgetDefault
 	var best *candidate
@@ -158,7 +177,7 @@ func (s *Server) pickNode(ctx context.Context, name string, cpu, mem int64) (can
 			continue
 		}
 		if best == nil || load(used, lim) < load(best.used, budgetLimits(best.record, def)) {
-			best = &candidate{node: n, record: rec, used: used}
+			best = &candidate{node: n, controlPlane: nomad.Colocated(n, servers), record: rec, used: used}
 		}
 	}
 	switch {

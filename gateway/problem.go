@@ -65,6 +65,10 @@ const (
 	codeBudget           = "budget_exhausted"
 	codeNomadUnavailable = "nomad_unavailable"
 	codeNoNode           = "no_enrolled_node"
+	codeHostNotFound     = "host_not_found"
+	codeNotEnrolled      = "host_not_enrolled"
+	codeSandboxesLive    = "sandboxes_live"
+	codeTokenNotFound    = "token_not_found"
 	codeUnavailable      = "unavailable"
 	codeInternal         = "internal_error"
 )
@@ -83,6 +87,10 @@ var problemTitles = map[string]string{ //nolint:gosec // G101: titles of error c
 	codeBudget:           "Budget exhausted",
 	codeNomadUnavailable: "Nomad is unavailable",
 	codeNoNode:           "No node can host a sandbox",
+	codeHostNotFound:     "No such host",
+	codeNotEnrolled:      "The host is not enrolled",
+	codeSandboxesLive:    "Sandboxes are live on the host",
+	codeTokenNotFound:    "No such token",
 	codeUnavailable:      "Service unavailable",
 	codeInternal:         "Internal error",
 }

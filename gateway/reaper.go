@@ -10,8 +10,9 @@ import (
 	"sandgate/store"
 )
 
-// Run starts the reaper (L1) and reconciliation (L4, once now and then
-// every ReconcileInterval) and blocks until ctx is done.
+// Run starts the reaper (L1), the usage monitor (R2, R3) and
+// reconciliation (L4, once now and then every ReconcileInterval) and blocks
+// until ctx is done.
 func (s *Server) Run(ctx context.Context) {
 	if err := s.Reconcile(ctx); err != nil {
 		s.log.Warn("reconcile at start", "err", err)
@@ -20,6 +21,8 @@ func (s *Server) Run(ctx context.Context) {
 	defer reap.Stop()
 	rec := time.NewTicker(s.cfg.ReconcileInterval)
 	defer rec.Stop()
+	monitor := time.NewTicker(s.cfg.ReclaimInterval)
+	defer monitor.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -27,6 +30,10 @@ func (s *Server) Run(ctx context.Context) {
 		case <-reap.C:
 			if n, err := s.Reap(ctx); err != nil {
 				s.log.Warn("reaper pass", "ended", n, "err", err)
+			}
+		case <-monitor.C:
+			if n, err := s.Reclaim(ctx); err != nil {
+				s.log.Warn("usage monitor pass", "reclaimed", n, "err", err)
 			}
 		case <-rec.C:
 			if err := s.Reconcile(ctx); err != nil {

@@ -64,3 +64,19 @@ func TestDecodeBodyNamesTheField(t *testing.T) {
 		})
 	}
 }
+
+func FuzzDecodeMintRequest(f *testing.F) {
+	fuzzDecoder(f, func() requestBody { return &mintRequest{} },
+		`{"role":"agent","ttl_seconds":3600,"label":"x","subject":"a","quota":{"max_live_sandboxes":2}}`,
+		`{"role":1}`, `{"quota":[]}`, `{"quota":{"x":1}}`, ``, `{"ttl_seconds":1e99}`)
+}
+
+func FuzzDecodeEnrollRequest(f *testing.F) {
+	fuzzDecoder(f, func() requestBody { return &enrollRequest{} },
+		`{"egress":true,"budget":{"max_sandboxes":4,"cpu_mhz":4000,"memory_mb":8192}}`,
+		`{"egress":"yes"}`, `{"budget":{"gpus":1}}`, `{"budget":null}`, ``, `{"state":"frozen"}`)
+}
+
+func FuzzDecodeStateRequest(f *testing.F) {
+	fuzzDecoder(f, func() requestBody { return &stateRequest{} }, `{"state":"frozen"}`, `{"state":3}`, `{}`)
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"sandgate/gateway/audit"
+	"sandgate/gateway/dashboard"
 	"sandgate/gateway/token"
 	"sandgate/nomad"
 	"sandgate/policies"
@@ -30,6 +31,7 @@ type Nomad interface {
 	Nodes(ctx context.Context) ([]nomad.Node, error)
 	Node(ctx context.Context, name string) (nomad.Node, error)
 	NodeUsage(ctx context.Context, nodeID string) (nomad.Usage, error)
+	Servers(ctx context.Context) ([]nomad.ServerMember, error)
 	Register(ctx context.Context, job *api.Job) (string, error)
 	Job(ctx context.Context, id string) (nomad.JobInfo, error)
 	ListJobs(ctx context.Context) ([]nomad.JobInfo, error)
@@ -72,6 +74,9 @@ type Config struct {
 	ReaperInterval time.Duration
 	// ReconcileInterval is how often the gateway reconciles with Nomad (L4); default 5 min.
 	ReconcileInterval time.Duration
+	// ReclaimInterval is how often the usage monitor reads the usage and
+	// drain state of nodes holding sandboxes (R2, R3); default 30 s.
+	ReclaimInterval time.Duration
 	// Simulated marks a gateway running on the built-in Nomad simulator;
 	// /v1/capabilities and /readyz say so.
 	Simulated bool
@@ -103,6 +108,7 @@ func (c *Config) defaults() {
 	setDur(&c.ExecGrace, 10*time.Second)
 	setDur(&c.ReaperInterval, 30*time.Second)
 	setDur(&c.ReconcileInterval, 5*time.Minute)
+	setDur(&c.ReclaimInterval, 30*time.Second)
 	if c.Version == "" {
 		c.Version = "dev"
 	}
@@ -135,6 +141,7 @@ type Server struct {
 	log     *slog.Logger
 	metrics *metrics
 	nodes   *nodeCache
+	recent  *recentDecisions
 	// taskName is the task every rendered job runs, computed once: exec
 	// and logs address it on every request.
 	taskName string
@@ -164,6 +171,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics = m
 	s.nodes = newNodeCache(cfg.Nomad, 2*time.Second, cfg.Now)
+	s.recent = newRecentDecisions()
 	s.taskName = render.DefaultConfig().TaskName
 	s.e = s.newEcho()
 	return s, nil
@@ -198,6 +206,8 @@ func (s *Server) routes() []route {
 		{method: http.MethodGet, path: "/readyz", handler: s.readyz, public: true},
 		{method: http.MethodGet, path: "/metrics", handler: echo.WrapHandler(s.metrics.handler()), public: true},
 		{method: http.MethodGet, path: "/v1/capabilities", handler: s.capabilities, public: true},
+		{method: http.MethodGet, path: "/", handler: echo.WrapHandler(dashboard.Handler()), public: true},
+		{method: http.MethodGet, path: "/ui/*", handler: echo.WrapHandler(dashboard.Handler()), public: true},
 
 		{method: http.MethodPost, path: "/v1/sandboxes", handler: s.createSandbox, body: func() requestBody { return &createRequest{} }},
 		{method: http.MethodGet, path: "/v1/sandboxes", handler: s.listSandboxes},
@@ -206,6 +216,17 @@ func (s *Server) routes() []route {
 		{method: http.MethodPost, path: "/v1/sandboxes/:id/exec", handler: s.execSandbox, body: func() requestBody { return &execRequest{} }},
 		{method: http.MethodGet, path: "/v1/sandboxes/:id/logs", handler: s.sandboxLogs},
 		{method: http.MethodPost, path: "/v1/sandboxes/:id/extend", handler: s.extendSandbox, body: func() requestBody { return &extendRequest{} }},
+
+		{method: http.MethodGet, path: "/v1/hosts", handler: s.listHosts},
+		{method: http.MethodPut, path: "/v1/hosts/:node/enrollment", handler: s.enrollHost, body: func() requestBody { return &enrollRequest{} }},
+		{method: http.MethodDelete, path: "/v1/hosts/:node/enrollment", handler: s.unenrollHost},
+		{method: http.MethodPost, path: "/v1/hosts/:node/state", handler: s.setHostState, body: func() requestBody { return &stateRequest{} }},
+
+		{method: http.MethodPost, path: "/v1/tokens", handler: s.mintToken, body: func() requestBody { return &mintRequest{} }},
+		{method: http.MethodGet, path: "/v1/tokens", handler: s.listTokens},
+		{method: http.MethodDelete, path: "/v1/tokens/:jti", handler: s.revokeToken},
+
+		{method: http.MethodGet, path: "/v1/decisions", handler: s.listDecisions},
 	}
 }
 

@@ -151,20 +151,21 @@ func WorkerFacts(name, arch, enrollment string, s policies.Settings) policies.No
 }
 
 // AdmissionInput assembles the admission document for one rendered job.
-func AdmissionInput(spec render.SandboxSpec, jobJSON []byte, node policies.NodeFacts, budget policies.Budget, principal string) *policies.AdmissionInput {
+func AdmissionInput(spec render.SandboxSpec, jobJSON []byte, node policies.NodeFacts, budget policies.Budget, principal policies.PrincipalFacts) *policies.AdmissionInput {
 	return &policies.AdmissionInput{
 		Now: spec.CreatedAt.Unix(),
 		Sandbox: policies.SandboxFacts{
 			ID:        spec.ID,
 			Profile:   string(spec.Profile),
 			Network:   string(spec.Network),
-			Principal: principal,
+			Principal: principal.Sub,
 			CreatedAt: spec.CreatedAt.Unix(),
 			CeilingAt: spec.CeilingAt().Unix(),
 		},
-		Job:    jobJSON,
-		Node:   node,
-		Budget: budget,
+		Job:       jobJSON,
+		Node:      node,
+		Budget:    budget,
+		Principal: principal,
 	}
 }
 

@@ -43,6 +43,7 @@ const (
 	OpJobAllocations = "job_allocations"
 	OpExec           = "exec"
 	OpLogs           = "logs"
+	OpServers        = "servers"
 )
 
 // Client talks to one Nomad cluster on behalf of the gateway. It is safe for

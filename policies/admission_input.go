@@ -17,6 +17,8 @@ type AdmissionInput struct {
 	Job    []byte    `json:"-"`
 	Node   NodeFacts `json:"node"`
 	Budget Budget    `json:"budget"`
+	// Principal is who asks and what it holds (B3).
+	Principal PrincipalFacts `json:"principal"`
 }
 
 // SandboxFacts is what the gateway intends: the policy checks the job against it.
@@ -52,6 +54,18 @@ type NodeFacts struct {
 type NodeUsage struct {
 	MemoryPercent *float64 `json:"memory_percent,omitempty"`
 	DiskPercent   *float64 `json:"disk_percent,omitempty"`
+}
+
+// PrincipalFacts are the creating principal's facts for its quota (B3).
+type PrincipalFacts struct {
+	Sub  string `json:"sub,omitempty"`
+	Role string `json:"role,omitempty"` // operator or agent
+	// LiveSandboxes counts the principal's live sandboxes, read in the same
+	// store transaction that reserves the new one.
+	LiveSandboxes int64 `json:"live_sandboxes"`
+	// MaxLiveSandboxes is the quota of the principal's token; 0 means the
+	// policy default (left out of the document).
+	MaxLiveSandboxes int64 `json:"max_live_sandboxes,omitempty"`
 }
 
 // Budget is a node's limits and what its live sandboxes use, excluding the
@@ -142,6 +156,15 @@ func (in *AdmissionInput) Value() (ast.Value, error) {
 		ast.Item(ast.InternedTerm("cpu_mhz"), ast.InternedTerm(in.Budget.Used.CPUMHz)),
 		ast.Item(ast.InternedTerm("memory_mb"), ast.InternedTerm(in.Budget.Used.MemoryMB)),
 	)
+	p := ast.NewObjectWithCapacity(4)
+	putString(p, "sub", in.Principal.Sub)
+	putString(p, "role", in.Principal.Role)
+	p.Insert(ast.InternedTerm("live_sandboxes"), ast.InternedTerm(in.Principal.LiveSandboxes))
+	if in.Principal.MaxLiveSandboxes > 0 {
+		p.Insert(ast.InternedTerm("max_live_sandboxes"), ast.InternedTerm(in.Principal.MaxLiveSandboxes))
+	}
+	o.Insert(ast.InternedTerm("principal"), ast.NewTerm(p))
+
 	o.Insert(ast.InternedTerm("budget"), ast.ObjectTerm(
 		ast.Item(ast.InternedTerm("limits"), ast.NewTerm(lim)),
 		ast.Item(ast.InternedTerm("used"), ast.NewTerm(used)),

@@ -25,10 +25,19 @@ const (
 	// Lifecycle decides ending a sandbox and purging a job:
 	// data.sandgate.lifecycle.decision.
 	Lifecycle Entrypoint = "lifecycle"
+	// Hosts decides an operator's change to a host (enroll, unenroll,
+	// operator state): data.sandgate.hosts.decision.
+	Hosts Entrypoint = "hosts"
+	// Reclaim decides whether a node's sandboxes may stay on it (a deny with
+	// R2 or R3 reclaims them): data.sandgate.reclaim.decision.
+	Reclaim Entrypoint = "reclaim"
+	// Isolation decides the plan of a host isolation script before
+	// `sandgate isolation render` prints it: data.sandgate.isolation.decision.
+	Isolation Entrypoint = "isolation"
 )
 
 // Entrypoints lists every entrypoint the engine prepares.
-var Entrypoints = []Entrypoint{Authz, Admission, Lifecycle}
+var Entrypoints = []Entrypoint{Authz, Admission, Lifecycle, Hosts, Reclaim, Isolation}
 
 // Query returns the Rego query of the entrypoint.
 func (ep Entrypoint) Query() string { return "data.sandgate." + string(ep) + ".decision" }
@@ -40,7 +49,7 @@ func ParseEntrypoint(s string) (Entrypoint, error) {
 			return ep, nil
 		}
 	}
-	return "", fmt.Errorf("%w: %q (want authz, admission or lifecycle)", ErrUnknownEntrypoint, s)
+	return "", fmt.Errorf("%w: %q (want authz, admission, lifecycle, hosts, reclaim or isolation)", ErrUnknownEntrypoint, s)
 }
 
 // Errors callers branch on. Every error from Decide means deny.

@@ -55,6 +55,15 @@ type RequestBody struct {
 	TimeoutSeconds *int64   `json:"timeout_seconds,omitempty"`
 	StdinBytes     *int64   `json:"stdin_bytes,omitempty"` // length of stdin, computed by the gateway
 	EnvCount       *int64   `json:"env_count,omitempty"`   // number of env entries, computed by the gateway
+	// token mint (ttl_seconds above)
+	Role  *string    `json:"role,omitempty"`
+	Label *string    `json:"label,omitempty"`
+	Quota *MintQuota `json:"quota,omitempty"`
+}
+
+// MintQuota is the quota asked for a minted agent token (B3).
+type MintQuota struct {
+	MaxLiveSandboxes *int64 `json:"max_live_sandboxes,omitempty"`
 }
 
 // TokenFacts are the verified claims of the caller's token.
@@ -134,6 +143,13 @@ func (b *RequestBody) value() ast.Object {
 	putIntPtr(o, "timeout_seconds", b.TimeoutSeconds)
 	putIntPtr(o, "stdin_bytes", b.StdinBytes)
 	putIntPtr(o, "env_count", b.EnvCount)
+	putStringPtr(o, "role", b.Role)
+	putStringPtr(o, "label", b.Label)
+	if b.Quota != nil {
+		q := ast.NewObjectWithCapacity(1)
+		putIntPtr(q, "max_live_sandboxes", b.Quota.MaxLiveSandboxes)
+		o.Insert(ast.InternedTerm("quota"), ast.NewTerm(q))
+	}
 	return o
 }
 

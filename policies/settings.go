@@ -29,6 +29,8 @@ type Settings struct {
 	Docker   DockerSettings             `json:"docker"`
 	// Roles maps a token role (operator, agent, session) to its scopes.
 	Roles map[string]RoleSettings `json:"roles"`
+	// Capabilities are what GET /v1/capabilities advertises (C1).
+	Capabilities []string `json:"capabilities"`
 }
 
 // RoleSettings holds the scopes a role is granted (T1, T2).
@@ -53,6 +55,30 @@ func (s Settings) SessionScopes() []string { return s.RoleScopes("session") }
 type PlacementSettings struct {
 	AllowedOS            []string `json:"allowed_os"`
 	AllowedArchitectures []string `json:"allowed_architectures"`
+	// EgressEnrollment is the enrollment of nodes that take egress sandboxes.
+	EgressEnrollment string `json:"egress_enrollment"`
+	// EgressIsolation says how a node declares the isolation bundle (I5).
+	EgressIsolation EgressIsolation `json:"egress_isolation"`
+	// ControlPlane lists the control-plane indicators of policy data (P2,
+	// I4): the isolation script checks the same ones on the host.
+	ControlPlane ControlPlaneSettings `json:"control_plane"`
+}
+
+// ControlPlaneSettings are the configurable control-plane indicators.
+type ControlPlaneSettings struct {
+	// Meta maps a node meta key to the values that mark a control plane.
+	Meta map[string][]string `json:"meta"`
+	// NodeNames are names of control-plane nodes.
+	NodeNames []string `json:"node_names"`
+	// ServerColocation: a Nomad server on the same host marks a control plane.
+	ServerColocation bool `json:"server_colocation"`
+}
+
+// EgressIsolation is the node meta by which a node declares the egress
+// isolation bundle (I5).
+type EgressIsolation struct {
+	MetaKey          string   `json:"meta_key"`
+	AcceptedVersions []string `json:"accepted_versions"`
 }
 
 // Thresholds are node usage percentages (P3, R3).
@@ -171,6 +197,8 @@ func (s Settings) validate() error {
 	need(s.SandboxIDPattern != "", "sandbox_id_pattern")
 	need(len(s.Placement.AllowedOS) > 0, "placement.allowed_os")
 	need(len(s.Placement.AllowedArchitectures) > 0, "placement.allowed_architectures")
+	need(s.Placement.EgressEnrollment != "", "placement.egress_enrollment")
+	need(s.Placement.EgressIsolation.MetaKey != "", "placement.egress_isolation.meta_key")
 	need(s.Priority.Default > 0 && s.Priority.Default < s.Priority.Ceiling, "priority.default below priority.ceiling")
 	need(s.Sandbox.DefaultCPUMHz > 0 && s.Sandbox.DefaultMemoryMB > 0, "sandbox.default_cpu_mhz, sandbox.default_memory_mb")
 	need(s.Lifetime.DefaultTTLSeconds > 0 && s.Lifetime.CeilingSeconds >= s.Lifetime.DefaultTTLSeconds, "lifetime.default_ttl_seconds within lifetime.ceiling_seconds")

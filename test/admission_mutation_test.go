@@ -89,6 +89,7 @@ func (f *fixture) input(t *testing.T, profile render.Profile, network render.Net
 			Limits: policies.BudgetLimits{MaxSandboxes: 10, CPUMHz: 8000, MemoryMB: 16384},
 			Used:   policies.BudgetUse{Sandboxes: 3, CPUMHz: 1500, MemoryMB: 1536},
 		},
+		Principal: policies.PrincipalFacts{Sub: "ci", Role: "agent", LiveSandboxes: 1},
 	}
 	b, err := json.Marshal(in)
 	if err != nil {
@@ -269,6 +270,10 @@ func TestEachSingleMutationIsDeniedByExactlyItsRule(t *testing.T) {
 		}},
 		{name: "a memory budget overrun by one", want: "B1", mutate: func(d doc) {
 			used(d)["memory_mb"] = limits(d)["memory_mb"].(float64) - resources(d)["MemoryMB"].(float64) + 1
+		}},
+		{name: "an agent at its default quota", want: "B3", mutate: func(d doc) { d["principal"].(doc)["live_sandboxes"] = 5 }},
+		{name: "an agent at its token's quota", want: "B3", mutate: func(d doc) {
+			d["principal"].(doc)["max_live_sandboxes"] = 1
 		}},
 		{name: "cpu above the per-sandbox max", want: "B2", mutate: func(d doc) { resources(d)["CPU"] = 2001 }},
 		{name: "memory above the per-sandbox max", want: "B2", mutate: func(d doc) { resources(d)["MemoryMB"] = 4097 }},

@@ -59,15 +59,8 @@ control-plane node, and says so loudly: nothing is executed.`,
 				tokenFile = filepath.Join(dataDir, "operator.token")
 			}
 			o := gatewayOptions{Listen: listen, DataDir: dataDir, PolicyDir: policyDir, Nomad: nomad.DefaultConfig()}
-			if addr := os.Getenv("NOMAD_ADDR"); addr != "" {
-				o.Nomad.Address = addr
-				o.Nomad.Token = os.Getenv("NOMAD_TOKEN")
-				o.Nomad.Region = os.Getenv("NOMAD_REGION")
-				o.Nomad.Namespace = os.Getenv("NOMAD_NAMESPACE")
-				o.Nomad.TLS = nomad.TLSConfig{
-					CACert: os.Getenv("NOMAD_CACERT"), ClientCert: os.Getenv("NOMAD_CLIENT_CERT"),
-					ClientKey: os.Getenv("NOMAD_CLIENT_KEY"), ServerName: os.Getenv("NOMAD_TLS_SERVER_NAME"),
-				}
+			if ncfg, ok := nomadFromEnv(); ok {
+				o.Nomad = ncfg
 				for _, spec := range enroll {
 					n, err := parseEnroll(spec)
 					if err != nil {
@@ -90,7 +83,7 @@ control-plane node, and says so loudly: nothing is executed.`,
 				}
 			}
 			o.Ready = func(addr string, iss *token.Issuer, st store.Store, s policies.Settings) error {
-				raw, claims, err := mintRecorded(ctx, iss, st, s, token.RoleOperator, "dev-operator", "sandgate dev", tokenTTL)
+				raw, rec, err := mintRecorded(ctx, iss, st, s, token.RoleOperator, "dev-operator", "sandgate dev", tokenTTL)
 				if err != nil {
 					return fmt.Errorf("mint the operator token: %w", err)
 				}
@@ -102,7 +95,7 @@ control-plane node, and says so loudly: nothing is executed.`,
 				}
 				fmt.Fprintf(out, "\nsandgate dev: http://%s  (Nomad: %s)\n", addr, o.Nomad.Address)
 				fmt.Fprintf(out, "operator token (expires %s), also in %s:\n\n%s\n\n",
-					claims.ExpiresAt.UTC().Format(time.RFC3339), tokenFile, raw)
+					rec.ExpiresAt.UTC().Format(time.RFC3339), tokenFile, raw)
 				fmt.Fprintf(out, "try:  export SANDGATE_TOKEN=$(cat %s)\n      curl -s -H \"Authorization: Bearer $SANDGATE_TOKEN\" -X POST http://%s/v1/sandboxes -d '{}'\n\n", tokenFile, addr)
 				return nil
 			}
@@ -154,4 +147,23 @@ func startSimulator() (string, func(), error) {
 		_ = hs.Shutdown(ctx)
 		sim.Close()
 	}, nil
+}
+
+// nomadFromEnv is the Nomad client configuration of the NOMAD_* variables
+// (the same ones the nomad CLI reads); ok is false without NOMAD_ADDR.
+func nomadFromEnv() (nomad.Config, bool) {
+	cfg := nomad.DefaultConfig()
+	addr := os.Getenv("NOMAD_ADDR")
+	if addr == "" {
+		return cfg, false
+	}
+	cfg.Address = addr
+	cfg.Token = os.Getenv("NOMAD_TOKEN")
+	cfg.Region = os.Getenv("NOMAD_REGION")
+	cfg.Namespace = os.Getenv("NOMAD_NAMESPACE")
+	cfg.TLS = nomad.TLSConfig{
+		CACert: os.Getenv("NOMAD_CACERT"), ClientCert: os.Getenv("NOMAD_CLIENT_CERT"),
+		ClientKey: os.Getenv("NOMAD_CLIENT_KEY"), ServerName: os.Getenv("NOMAD_TLS_SERVER_NAME"),
+	}
+	return cfg, true
 }

@@ -37,6 +37,7 @@ type gatewayOptions struct {
 	Simulated         bool
 	ReaperInterval    time.Duration
 	ReconcileInterval time.Duration
+	ReclaimInterval   time.Duration
 	DecisionLogBytes  int64
 	DecisionLogKeep   int
 	// Nodes are enrolled (or re-enrolled) at start.
@@ -115,13 +116,6 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 	}); err != nil {
 		return err
 	}
-	for _, n := range o.Nodes {
-		n.UpdatedAt = time.Now().UTC()
-		if err := parts.store.PutNode(ctx, n); err != nil {
-			return fmt.Errorf("enroll %s: %w", n.Name, err)
-		}
-	}
-
 	var srv *gateway.Server
 	ncfg := o.Nomad
 	ncfg.JobPrefix = engine.Settings().Prefix
@@ -137,12 +131,31 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 	srv, err = gateway.New(gateway.Config{
 		Engine: engine, Store: parts.store, Nomad: nc, Tokens: iss, Decisions: parts.audit,
 		Logger: log, ReaperInterval: o.ReaperInterval, ReconcileInterval: o.ReconcileInterval,
-		Simulated: o.Simulated, Version: version,
+		ReclaimInterval: o.ReclaimInterval,
+		Simulated:       o.Simulated, Version: version,
 	})
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
+	// Nodes of the configuration are enrolled through the hosts decision,
+	// like an operator's PUT: a control plane (P2) or an egress node without
+	// the isolation bundle (I5) stops the start with the rule that refused.
+	for _, n := range o.Nodes {
+		req := gateway.EnrollRequest{
+			Node: n.Name, Egress: n.Enrollment == engine.Settings().Placement.EgressEnrollment,
+			Budget: map[string]int64{},
+		}
+		// A zero figure in the configuration means the policy default.
+		for k, v := range map[string]int64{"max_sandboxes": n.MaxSandboxes, "cpu_mhz": n.CPUMHz, "memory_mb": n.MemoryMB} {
+			if v != 0 {
+				req.Budget[k] = v
+			}
+		}
+		if err := srv.Enroll(ctx, req); err != nil {
+			return fmt.Errorf("enroll %s: %w", n.Name, err)
+		}
+	}
 
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
@@ -193,16 +206,8 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 
 // mintRecorded mints an operator or agent token and records its metadata
 // (tokens that are not recorded are refused, T4).
-func mintRecorded(ctx context.Context, iss *token.Issuer, st store.Store, s policies.Settings, role token.Role, subject, label string, ttl time.Duration) (string, token.Claims, error) {
-	raw, claims, err := iss.Mint(token.MintRequest{Role: role, Subject: subject, Scopes: s.RoleScopes(string(role)), TTL: ttl, Label: label})
-	if err != nil {
-		return "", claims, err
-	}
-	err = st.PutToken(ctx, store.Token{
-		JTI: claims.ID, Role: string(role), Subject: subject, Label: label,
-		CreatedAt: claims.IssuedAt.UTC(), ExpiresAt: claims.ExpiresAt.UTC(),
-	})
-	return raw, claims, err
+func mintRecorded(ctx context.Context, iss *token.Issuer, st store.Store, s policies.Settings, role token.Role, subject, label string, ttl time.Duration) (string, store.Token, error) {
+	return gateway.MintToken(ctx, iss, st, s, gateway.TokenRequest{Role: role, Subject: subject, Label: label, TTL: ttl})
 }
 
 // version is set at build time (-ldflags "-X main.version=...").

@@ -26,6 +26,9 @@ const (
 type exitCodeError struct {
 	code int
 	err  error
+	// silent: the command already said everything (an exec'd command's own
+	// exit status is passed on, as docker exec does).
+	silent bool
 }
 
 func (e *exitCodeError) Error() string { return e.err.Error() }
@@ -52,7 +55,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	var ec *exitCodeError
 	if errors.As(err, &ec) {
-		if ec != errDenied {
+		if ec != errDenied && !ec.silent {
 			fmt.Fprintln(stderr, "sandgate:", err)
 		}
 		return ec.code
@@ -68,6 +71,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRenderCmd(), newPolicyCmd(), newDemoCmd(), newDevCmd(), newServeCmd(), newTokenCmd())
+	root.AddCommand(newRenderCmd(), newPolicyCmd(), newDemoCmd(), newDevCmd(), newServeCmd(), newTokenCmd(), newIsolationCmd(),
+		newSandboxCmd(), newHostCmd())
 	return root
 }

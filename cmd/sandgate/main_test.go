@@ -156,3 +156,15 @@ func TestDocsPoliciesCarriesTheCurrentRuleTable(t *testing.T) {
 		t.Fatalf("docs/policies.md's rule table is stale; run `make docs`.\n got:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestMain clears the NOMAD_* variables: these are unit tests of the CLI on
+// the simulator (dev, render without a cluster). A developer who exported
+// NOMAD_ADDR for test/integration must not send them to a real cluster.
+func TestMain(m *testing.M) {
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "NOMAD_") || strings.HasPrefix(name, "SANDGATE_") {
+			_ = os.Unsetenv(name)
+		}
+	}
+	os.Exit(m.Run())
+}

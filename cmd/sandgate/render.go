@@ -2,14 +2,18 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"sandgate/gateway"
+	"sandgate/nomad"
 	"sandgate/policies"
+	"sandgate/store"
 )
 
 func newRenderCmd() *cobra.Command {
@@ -30,11 +34,19 @@ With --admission-input it prints instead the whole admission input document
 (sandbox, job, node, budget) so a reviewer can edit it and replay it with
 'sandgate policy eval --entrypoint admission --input FILE'.
 
-This command asks no Nomad: the node is described as a healthy, idle,
-enrolled worker (status ready, eligible, not draining, operator state active,
-the bundle's first allowed OS and architecture, 0 % memory and disk use, no
-live sandbox, the bundle's default node budget). Its enrollment is "sandbox",
-or "sandbox+egress" for --network egress unless --enrollment says otherwise.`,
+With NOMAD_ADDR set (and NOMAD_TOKEN etc., as for the nomad CLI) the node's
+facts are read from that Nomad: its status, eligibility, drain, attributes
+(the job is pinned to its real architecture), meta, memory and disk use, and
+whether a Nomad server runs on it. A Nomad that does not answer is an error.
+The operator's side (enrollment, operator state "active", no live sandbox,
+the default node budget) is not read: the gateway's store is not opened.
+
+Without NOMAD_ADDR no Nomad is asked: the node is described as a healthy,
+idle, enrolled worker (status ready, eligible, not draining, the bundle's
+first allowed OS and architecture, 0 % memory and disk use).
+
+The enrollment is "sandbox", or "sandbox+egress" for --network egress,
+unless --enrollment says otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			engine, err := loadEngine(cmd, policyDir)
@@ -42,6 +54,17 @@ or "sandbox+egress" for --network egress unless --enrollment says otherwise.`,
 				return err
 			}
 			s := engine.Settings()
+			var live *liveNode
+			if ncfg, ok := nomadFromEnv(); ok {
+				ncfg.JobPrefix = s.Prefix
+				if live, err = readLiveNode(cmd.Context(), ncfg, req.Node); err != nil {
+					return err
+				}
+				if req.Arch == "" {
+					req.Arch = live.node.Attributes["cpu.arch"]
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "node facts of %s read from Nomad at %s\n", req.Node, ncfg.Address)
+			}
 			spec, jobJSON, err := renderSandbox(s, req, time.Now().UTC().Truncate(time.Second))
 			if err != nil {
 				return err
@@ -56,8 +79,15 @@ or "sandbox+egress" for --network egress unless --enrollment says otherwise.`,
 				}
 			}
 			node := gateway.WorkerFacts(req.Node, spec.Arch, enrollment, s)
+			if live != nil {
+				node = live.facts(enrollment)
+			}
 			budget := policies.Budget{Limits: s.NodeBudgetDefault}
-			in := gateway.AdmissionInput(spec, jobJSON, node, budget, principal)
+			who, err := principalFacts(principal)
+			if err != nil {
+				return err
+			}
+			in := gateway.AdmissionInput(spec, jobJSON, node, budget, who)
 			doc, err := json.Marshal(in)
 			if err != nil {
 				return err
@@ -76,11 +106,55 @@ or "sandbox+egress" for --network egress unless --enrollment says otherwise.`,
 	f.StringVar(&req.Arch, "arch", "", "node CPU architecture (default: the bundle's first allowed one)")
 	f.StringVar(&req.ID, "id", "", "sandbox id (default: a random one)")
 	f.StringVar(&enrollment, "enrollment", "", "node enrollment for --admission-input: none, sandbox or sandbox+egress")
-	f.StringVar(&principal, "principal", "operator:cli", "principal recorded in --admission-input")
+	f.StringVar(&principal, "principal", "operator:cli", "principal of --admission-input, ROLE:SUB (operator or agent)")
 	f.BoolVar(&asAdmissionInput, "admission-input", false, "print the admission input document instead of the job")
 	addPolicyDirFlag(cmd, &policyDir)
 	_ = cmd.MarkFlagRequired("node")
 	return cmd
+}
+
+// principalFacts parses ROLE:SUB.
+func principalFacts(s string) (policies.PrincipalFacts, error) {
+	role, sub, ok := strings.Cut(s, ":")
+	if !ok || sub == "" || (role != "operator" && role != "agent") {
+		return policies.PrincipalFacts{}, fmt.Errorf("--principal %q: want operator:SUB or agent:SUB", s)
+	}
+	return policies.PrincipalFacts{Sub: sub, Role: role}, nil
+}
+
+// liveNode is one node as a Nomad reports it.
+type liveNode struct {
+	node         nomad.Node
+	controlPlane bool
+	usage        nomad.Usage
+}
+
+// readLiveNode reads the node called name, its usage and the server
+// members from the Nomad of cfg.
+func readLiveNode(ctx context.Context, cfg nomad.Config, name string) (*liveNode, error) {
+	c, err := nomad.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("nomad client: %w", err)
+	}
+	n, err := c.Node(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("read node %s from Nomad at %s: %w", name, cfg.Address, err)
+	}
+	servers, err := c.Servers(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read Nomad's server members: %w", err)
+	}
+	u, err := c.NodeUsage(ctx, n.ID)
+	if err != nil {
+		return nil, fmt.Errorf("read the usage of node %s: %w", name, err)
+	}
+	return &liveNode{node: n, controlPlane: nomad.Colocated(n, servers), usage: u}, nil
+}
+
+// facts are the admission input's node: Nomad's facts, the given
+// enrollment, operator state active.
+func (l *liveNode) facts(enrollment string) policies.NodeFacts {
+	return gateway.NodeFacts(l.node, l.controlPlane, &store.Node{Name: l.node.Name, Enrollment: enrollment, State: "active"}, &l.usage)
 }
 
 // writeIndented prints a JSON document indented, with a final newline.

@@ -1,9 +1,15 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+	"io"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"sandgate/gateway"
+	"sandgate/gateway/client"
 	"sandgate/policies"
 	"sandgate/render"
 )
@@ -17,4 +23,145 @@ type sandboxRequest = gateway.SpecRequest
 func renderSandbox(s policies.Settings, req sandboxRequest, now time.Time) (render.SandboxSpec, []byte, error) {
 	spec, _, jobJSON, err := gateway.RenderJob(s, req, now)
 	return spec, jobJSON, err
+}
+
+func newSandboxCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "sandbox",
+		Short: "Create, inspect, run commands in and destroy sandboxes through the REST API",
+		Long: `Talk to a running gateway (--addr or ` + envAddr + `) with an operator, agent
+or session token (--token, --token-file or ` + envToken + `). Tables by
+default; -o json prints the API objects for scripts.
+
+Exit status: 0 on success, 3 when a policy denied the request (the rule ids
+and the decision id are printed), 1 on any other failure. exec exits with
+the command's own exit status.`,
+	}
+	a := addAPIFlags(cmd)
+	cmd.AddCommand(newSandboxCreateCmd(a), newSandboxListCmd(a), newSandboxGetCmd(a),
+		newSandboxDestroyCmd(a), newSandboxExtendCmd(a), newSandboxExecCmd(a), newSandboxLogsCmd(a))
+	return cmd
+}
+
+// printSandbox writes one sandbox as -o asks; the table shows the
+// session token last, when the sandbox carries one (a create's answer).
+func printSandbox(w io.Writer, a *apiFlags, s client.Sandbox) error {
+	if a.json() {
+		return printJSON(w, s)
+	}
+	return fields(w,
+		"id", s.ID, "state", s.State, "node", s.Node, "profile", s.Profile, "network", s.Network,
+		"image", s.Image, "cpu", fmt.Sprintf("%d MHz", s.CPUMHz), "memory", fmt.Sprintf("%d MB", s.MemoryMB),
+		"principal", s.Principal, "created", s.CreatedAt, "expires", s.ExpiresAt, "ceiling", s.CeilingAt,
+		"labels", labelsText(s.Labels), "ended", s.EndedAt, "end reason", s.EndReason, "last error", s.LastError,
+		"token", s.Token)
+}
+
+func newSandboxListCmd(a *apiFlags) *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "list [--all]",
+		Short: "List live sandboxes (agents: their own); --all includes ended and failed ones",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			list, err := c.ListSandboxes(cmd.Context(), all)
+			if err != nil {
+				return apiError(a, err)
+			}
+			w := cmd.OutOrStdout()
+			if a.json() {
+				return printJSON(w, map[string]any{"sandboxes": list})
+			}
+			if len(list) == 0 {
+				if all {
+					fmt.Fprintln(w, "no sandboxes")
+				} else {
+					fmt.Fprintln(w, "no live sandboxes (--all includes ended and failed ones)")
+				}
+				return nil
+			}
+			t := newTable(w, "ID", "STATE", "NODE", "PROFILE", "NETWORK", "IMAGE", "PRINCIPAL", "CREATED", "EXPIRES", "LABELS")
+			for _, s := range list {
+				t.row(s.ID, s.State, s.Node, s.Profile, s.Network, s.Image, s.Principal, s.CreatedAt, s.ExpiresAt, labelsText(s.Labels))
+			}
+			return t.flush()
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "include ended and failed sandboxes")
+	return cmd
+}
+
+func newSandboxGetCmd(a *apiFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "get ID",
+		Short: "Show one sandbox",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			s, err := c.GetSandbox(cmd.Context(), args[0])
+			if err != nil {
+				return apiError(a, err)
+			}
+			return printSandbox(cmd.OutOrStdout(), a, s)
+		},
+	}
+}
+
+func newSandboxDestroyCmd(a *apiFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "destroy ID",
+		Short: "Stop and purge a sandbox, release its budget and revoke its session token",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			if err := c.DestroySandbox(cmd.Context(), args[0]); err != nil {
+				return apiError(a, err)
+			}
+			if !a.json() {
+				fmt.Fprintf(cmd.OutOrStdout(), "destroyed sandbox %s\n", args[0])
+			}
+			return nil
+		},
+	}
+}
+
+func newSandboxExtendCmd(a *apiFlags) *cobra.Command {
+	var ttl time.Duration
+	cmd := &cobra.Command{
+		Use:   "extend ID --ttl DUR",
+		Short: "Move a sandbox's expiry to now+DUR (operators; never past its lifetime ceiling)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if ttl < time.Second {
+				return errors.New("--ttl is required and at least 1s, e.g. --ttl 30m")
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			s, err := c.Extend(cmd.Context(), args[0], ttl)
+			if err != nil {
+				return apiError(a, err)
+			}
+			if err := printSandbox(cmd.OutOrStdout(), a, s); err != nil {
+				return err
+			}
+			if !a.json() && s.Clamped != nil && *s.Clamped {
+				fmt.Fprintf(cmd.ErrOrStderr(), "note: the lifetime ceiling (%s) cut the requested TTL\n", s.CeilingAt)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&ttl, "ttl", 0, "new time to live from now, e.g. 30m")
+	return cmd
 }

@@ -54,6 +54,8 @@ type serveConfig struct {
 	// ReaperInterval (L1, default "30s") and ReconcileInterval (L4, default "5m").
 	ReaperInterval    duration `json:"reaper_interval"`
 	ReconcileInterval duration `json:"reconcile_interval"`
+	// ReclaimInterval is the usage monitor's period (R2, R3; default "30s").
+	ReclaimInterval duration `json:"reclaim_interval"`
 	// DecisionLog rotation: size in bytes and rotated files kept.
 	DecisionLog struct {
 		MaxBytes int64 `json:"max_bytes"`
@@ -131,6 +133,7 @@ func loadServeConfig(path string) (gatewayOptions, error) {
 		SigningKeyFile: c.SigningKeyFile, Issuer: c.TokenIssuer, Audience: c.TokenAudience,
 		PolicyDir: c.PolicyDir, Nomad: nc,
 		ReaperInterval: time.Duration(c.ReaperInterval), ReconcileInterval: time.Duration(c.ReconcileInterval),
+		ReclaimInterval:  time.Duration(c.ReclaimInterval),
 		DecisionLogBytes: c.DecisionLog.MaxBytes, DecisionLogKeep: c.DecisionLog.Keep,
 	}
 	for _, n := range c.Nodes {
@@ -153,7 +156,7 @@ func newServeCmd() *cobra.Command {
 		Use:   "serve --config FILE",
 		Short: "Run the gateway in production from a JSON configuration file",
 		Long: `Run the gateway from a JSON configuration file (see docs/runbook.md for every
-field). Mint the first operator token with 'sandgate token mint --data DIR'
+field). Mint the first operator token with 'sandgate token mint --offline --data DIR'
 before the first start: the store is locked while the gateway runs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -73,7 +73,7 @@ func TestServeConfigIsReadStrictly(t *testing.T) {
 func TestTokenMintRecordsAVerifiableToken(t *testing.T) {
 	t.Parallel()
 	data := t.TempDir()
-	code, out, stderr := runCLI(t, "", "token", "mint", "--role", "agent", "--subject", "ci", "--ttl", "1h", "--data", data)
+	code, out, stderr := runCLI(t, "", "token", "mint", "--offline", "--role", "agent", "--subject", "ci", "--ttl", "1h", "--data", data)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -98,7 +98,7 @@ func TestTokenMintRecordsAVerifiableToken(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(data, "signing.key")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("signing key mode: %v %v", fi, err)
 	}
-	if code, _, _ := runCLI(t, "", "token", "mint", "--role", "session", "--data", data); code != exitError {
+	if code, _, _ := runCLI(t, "", "token", "mint", "--offline", "--role", "session", "--data", data); code != exitError {
 		t.Fatalf("a session token was minted offline: exit %d", code)
 	}
 }

@@ -3,73 +3,195 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"sandgate/gateway/client"
 	"sandgate/gateway/token"
 )
 
 func newTokenCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "token", Short: "Operator and agent tokens"}
-	cmd.AddCommand(newTokenMintCmd())
+	cmd := &cobra.Command{
+		Use:   "token",
+		Short: "Mint, list and revoke operator and agent tokens",
+		Long: `Mint, list and revoke operator and agent tokens through a running gateway
+(--addr or ` + envAddr + `) with an operator token (T4).
+
+The first operator token is minted offline, with the data dir's signing key,
+while the gateway is stopped: sandgate token mint --offline --data DIR ...`,
+	}
+	a := addAPIFlags(cmd)
+	cmd.AddCommand(newTokenMintCmd(a), newTokenListCmd(a), newTokenRevokeCmd(a))
 	return cmd
 }
 
-func newTokenMintCmd() *cobra.Command {
-	var (
-		role, dataDir, keyFile, subject, label, issuer, audience, policyDir string
-		ttl                                                                 time.Duration
-	)
+// offlineOnly are the flags of an offline mint: they address the data dir.
+var offlineOnly = []string{"data", "key-file", "issuer", "audience", "policy-dir"}
+
+type mintFlags struct {
+	role, subject, label                          string
+	dataDir, keyFile, issuer, audience, policyDir string
+	ttl                                           time.Duration
+	maxLive                                       int64
+	offline                                       bool
+}
+
+func newTokenMintCmd(a *apiFlags) *cobra.Command {
+	m := &mintFlags{}
 	cmd := &cobra.Command{
-		Use:   "mint --role operator|agent --ttl DUR --data DIR",
-		Short: "Mint an operator or agent token offline, with the gateway's signing key",
-		Long: `Mint a token with the signing key of the data dir and record it in the
-store (a token the store does not know is refused). The store is a single
-file locked by a running gateway: run this while the gateway is stopped.`,
+		Use:   "mint --role operator|agent [--ttl DUR] [--subject S] [--label L] [--max-live-sandboxes N] [--offline --data DIR]",
+		Short: "Mint an operator or agent token (through the gateway, or --offline with its signing key)",
+		Long: `Mint an operator or agent token and print the secret on stdout, once.
+
+By default the running gateway mints it (POST /v1/tokens, an operator
+token is needed). With --offline the token is minted with the signing key
+of the data dir and recorded in its store (a token the store does not know
+is refused): the store is a single file locked by a running gateway, so
+stop the gateway first. This is how the first operator token is made.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			r := token.Role(role)
-			if r != token.RoleOperator && r != token.RoleAgent {
-				return fmt.Errorf("--role must be operator or agent, not %q", role)
+			if token.Role(m.role) != token.RoleOperator && token.Role(m.role) != token.RoleAgent {
+				return fmt.Errorf("--role must be operator or agent, not %q", m.role)
 			}
-			if ttl <= 0 {
+			if m.ttl <= 0 {
 				return errors.New("--ttl must be positive, e.g. 24h")
 			}
-			if subject == "" {
-				subject = role + "-" + time.Now().UTC().Format("20060102T150405")
+			if m.offline {
+				if cmd.Flags().Changed("max-live-sandboxes") {
+					return errors.New("--max-live-sandboxes is set by the gateway's tokens API: mint without --offline")
+				}
+				return mintOffline(cmd, m)
 			}
-			engine, err := loadEngine(cmd, policyDir)
-			if err != nil {
-				return err
+			for _, name := range offlineOnly {
+				if cmd.Flags().Changed(name) {
+					return fmt.Errorf("--%s works only with --offline: without it the running gateway at %s mints the token and %s does not apply (add --offline to mint with the data dir's key while the gateway is stopped)",
+						name, a.addr, "--"+name)
+				}
 			}
-			iss, _, err := openIssuer(dataDir, keyFile, issuer, audience)
-			if err != nil {
-				return err
-			}
-			st, err := openStore(dataDir)
-			if err != nil {
-				return fmt.Errorf("%w (is a gateway running on this data dir? stop it first)", err)
-			}
-			defer func() { _ = st.Close() }()
-			raw, claims, err := mintRecorded(cmd.Context(), iss, st, engine.Settings(), r, subject, label, ttl)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), raw)
-			fmt.Fprintf(cmd.ErrOrStderr(), "minted %s token %s for %q, expires %s\n", role, claims.ID, subject, claims.ExpiresAt.UTC().Format(time.RFC3339))
-			return nil
+			return mintOnline(cmd, a, m)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&role, "role", "", "operator or agent")
-	f.DurationVar(&ttl, "ttl", 24*time.Hour, "lifetime, e.g. 24h")
-	f.StringVar(&dataDir, "data", "./.sandgate", "the gateway's data dir")
-	f.StringVar(&keyFile, "key-file", "", "signing key (default <data>/signing.key)")
-	f.StringVar(&subject, "subject", "", "the token's subject (sub); agents' sandboxes are owned by it")
-	f.StringVar(&label, "label", "", "a label shown when tokens are listed")
-	f.StringVar(&issuer, "issuer", "", "iss claim (default sandgate)")
-	f.StringVar(&audience, "audience", "", "aud claim (default sandgate-api)")
-	addPolicyDirFlag(cmd, &policyDir)
+	f.StringVar(&m.role, "role", "", "operator or agent")
+	f.DurationVar(&m.ttl, "ttl", 24*time.Hour, "lifetime, e.g. 24h")
+	f.StringVar(&m.subject, "subject", "", "the token's subject (sub); agents' sandboxes are owned by it")
+	f.StringVar(&m.label, "label", "", "a label shown when tokens are listed")
+	f.Int64Var(&m.maxLive, "max-live-sandboxes", 0, "agents: live sandboxes this principal may hold (default from the policy, B3)")
+	f.BoolVar(&m.offline, "offline", false, "mint with the data dir's signing key while the gateway is stopped")
+	f.StringVar(&m.dataDir, "data", "./.sandgate", "with --offline: the gateway's data dir")
+	f.StringVar(&m.keyFile, "key-file", "", "with --offline: signing key (default <data>/signing.key)")
+	f.StringVar(&m.issuer, "issuer", "", "with --offline: iss claim (default sandgate)")
+	f.StringVar(&m.audience, "audience", "", "with --offline: aud claim (default sandgate-api)")
+	addPolicyDirFlag(cmd, &m.policyDir)
 	return cmd
+}
+
+// mintOnline asks the gateway: POST /v1/tokens.
+func mintOnline(cmd *cobra.Command, a *apiFlags, m *mintFlags) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	req := client.MintRequest{Role: m.role, TTLSeconds: seconds(m.ttl), Label: m.label, Subject: m.subject}
+	if cmd.Flags().Changed("max-live-sandboxes") {
+		req.Quota = &client.Quota{MaxLiveSandboxes: m.maxLive}
+	}
+	tk, err := c.MintToken(cmd.Context(), req)
+	if err != nil {
+		return apiError(a, err)
+	}
+	if a.json() {
+		return printJSON(cmd.OutOrStdout(), tk)
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), tk.Token)
+	fmt.Fprintf(cmd.ErrOrStderr(), "minted %s token %s for %q, expires %s; the secret above is shown only this once\n",
+		tk.Role, tk.ID, tk.Subject, tk.ExpiresAt)
+	return nil
+}
+
+// mintOffline mints with the data dir's key and records the token in its
+// store (the behaviour of `token mint` before the tokens API existed).
+func mintOffline(cmd *cobra.Command, m *mintFlags) error {
+	subject := m.subject
+	if subject == "" {
+		subject = m.role + "-" + time.Now().UTC().Format("20060102T150405")
+	}
+	engine, err := loadEngine(cmd, m.policyDir)
+	if err != nil {
+		return err
+	}
+	iss, _, err := openIssuer(m.dataDir, m.keyFile, m.issuer, m.audience)
+	if err != nil {
+		return err
+	}
+	st, err := openStore(m.dataDir)
+	if err != nil {
+		return fmt.Errorf("%w (is a gateway running on this data dir? stop it first, or mint through it without --offline)", err)
+	}
+	defer func() { _ = st.Close() }()
+	raw, rec, err := mintRecorded(cmd.Context(), iss, st, engine.Settings(), token.Role(m.role), subject, m.label, m.ttl)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), raw)
+	fmt.Fprintf(cmd.ErrOrStderr(), "minted %s token %s for %q, expires %s\n", m.role, rec.JTI, subject, rec.ExpiresAt.UTC().Format(time.RFC3339))
+	return nil
+}
+
+func newTokenListCmd(a *apiFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List operator and agent tokens (never their secrets)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			list, err := c.ListTokens(cmd.Context())
+			if err != nil {
+				return apiError(a, err)
+			}
+			w := cmd.OutOrStdout()
+			if a.json() {
+				return printJSON(w, map[string]any{"tokens": list})
+			}
+			if len(list) == 0 {
+				fmt.Fprintln(w, "no tokens")
+				return nil
+			}
+			t := newTable(w, "ID", "ROLE", "SUBJECT", "LABEL", "CREATED", "EXPIRES", "LAST USED", "REVOKED", "QUOTA")
+			for _, tk := range list {
+				quota := ""
+				if tk.Quota != nil {
+					quota = strconv.FormatInt(tk.Quota.MaxLiveSandboxes, 10)
+				}
+				t.row(tk.ID, tk.Role, tk.Subject, tk.Label, tk.CreatedAt, tk.ExpiresAt, tk.LastUsed, tk.RevokedAt, quota)
+			}
+			return t.flush()
+		},
+	}
+}
+
+func newTokenRevokeCmd(a *apiFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke a token: it is refused from the next request on",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			if err := c.RevokeToken(cmd.Context(), args[0]); err != nil {
+				return apiError(a, err)
+			}
+			if !a.json() {
+				fmt.Fprintf(cmd.OutOrStdout(), "revoked token %s\n", args[0])
+			}
+			return nil
+		},
+	}
 }

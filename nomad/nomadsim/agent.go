@@ -45,12 +45,12 @@ func (s *Server) serverMembersLocked() []*api.AgentMember {
 func (s *Server) memberLocked(n *simNode, i int) *api.AgentMember {
 	return &api.AgentMember{
 		Name:   n.n.Name + "." + s.cfg.Region,
-		Addr:   "127.0.0.1",
+		Addr:   n.n.Attributes["unique.network.ip-address"],
 		Port:   uint16(4648 + 10*i), //nolint:gosec // i is a small node index
 		Status: "alive",
 		Tags: map[string]string{
 			"vsn": "1", "id": n.n.ID, "region": s.cfg.Region, "raft_vsn": "3",
-			"rpc_addr": "127.0.0.1", "revision": simRevision, "port": "4647",
+			"rpc_addr": n.n.Attributes["unique.network.ip-address"], "revision": simRevision, "port": "4647",
 			"role": "nomad", "dc": n.n.Datacenter, "build": s.cfg.Version,
 			"bootstrap": "1", "expect": "1",
 		},

@@ -16,13 +16,16 @@ const (
 	DefaultDatacenter   = "dc1"
 	DefaultArch         = "arm64"
 	DefaultOS           = "linux"
-	DefaultMemoryMB     = 8192
+	DefaultMemoryMB     = 16384
 	DefaultDiskMB       = 65536
 	DefaultCPUMHz       = 8000
 
 	// ControlPlaneMetaKey is the node meta key DefaultConfig sets on the
 	// control-plane node.
 	ControlPlaneMetaKey = "sandgate.control_plane"
+	// IsolationMetaKey is the node meta key by which a node declares the
+	// egress isolation bundle (policy data placement.egress_isolation).
+	IsolationMetaKey = "sandgate.isolation"
 )
 
 // Config describes the simulated cluster. The zero value of every field
@@ -71,21 +74,27 @@ type NodeConfig struct {
 	Drivers map[string]bool
 	// ControlPlane makes the agent report this node as a server member too.
 	ControlPlane bool
+	// Address is attr.unique.network.ip-address, and a server member's
+	// address when ControlPlane (default 192.0.2.<10+index>, a documentation
+	// range: it is data only, the simulator never connects to it).
+	Address string
 	// MemoryMB, DiskMB and CPUMHz are the node's schedulable resources
-	// (defaults 8192, 65536, 8000).
+	// (defaults 16384, 65536, 8000: the policy bundle's default node budget fits).
 	MemoryMB int
 	DiskMB   int
 	CPUMHz   int
 }
 
 // DefaultConfig returns two ready linux/arm64 workers, "worker-1" and
-// "worker-2", and one control-plane node "control-1" whose meta carries
-// sandgate.control_plane=true. Every node has a healthy docker driver.
+// "worker-2" (whose meta declares the isolation bundle, sandgate.isolation=v1,
+// so it can be enrolled for egress), and one control-plane node "control-1"
+// whose meta carries sandgate.control_plane=true. Every node has a healthy
+// docker driver.
 func DefaultConfig() Config {
 	return Config{
 		Nodes: []NodeConfig{
 			{Name: "worker-1"},
-			{Name: "worker-2"},
+			{Name: "worker-2", Meta: map[string]string{IsolationMetaKey: "v1"}},
 			{Name: "control-1", ControlPlane: true, Meta: map[string]string{ControlPlaneMetaKey: "true"}},
 		},
 	}

@@ -58,7 +58,7 @@ func (s *Server) buildNode(nc NodeConfig, now time.Time) *simNode {
 		"os.name":                   "ubuntu",
 		"os.version":                "24.04",
 		"unique.hostname":           nc.Name,
-		"unique.network.ip-address": "127.0.0.1",
+		"unique.network.ip-address": nc.Address,
 		"unique.storage.volume":     "/dev/vda",
 		"unique.storage.bytestotal": strconv.FormatInt(int64(nc.DiskMB)<<20, 10),
 		"unique.storage.bytesfree":  strconv.FormatInt(int64(nc.DiskMB)<<20, 10),

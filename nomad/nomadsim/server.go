@@ -3,6 +3,7 @@ package nomadsim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -63,7 +64,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.index = 1
 	now := time.Now()
-	for _, nc := range c.Nodes {
+	for i, nc := range c.Nodes {
+		if nc.Address == "" {
+			nc.Address = fmt.Sprintf("192.0.2.%d", 10+i)
+		}
 		s.nodes = append(s.nodes, s.buildNode(nc, now))
 	}
 	s.handler = s.reqs.middleware(s.flt.middleware(s.ctx, s.routes()))

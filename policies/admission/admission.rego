@@ -143,7 +143,7 @@ _input contains "input must be an object" if not _input_object
 _input_object if is_object(input)
 
 _input contains sprintf("input.%s must be an object", [k]) if {
-	some k in ["job", "node", "budget", "sandbox"]
+	some k in ["job", "node", "budget", "sandbox", "principal"]
 	not _input_section(k)
 }
 
@@ -177,4 +177,15 @@ _input contains "input.node.name must be a non-empty string" if not _node_name_o
 _node_name_ok if {
 	is_string(input.node.name)
 	input.node.name != ""
+}
+
+_input contains "input.principal needs role (a string) and live_sandboxes (a non-negative number)" if {
+	_input_section("principal")
+	not _principal_ok
+}
+
+_principal_ok if {
+	is_string(input.principal.role)
+	is_number(input.principal.live_sandboxes)
+	input.principal.live_sandboxes >= 0
 }

@@ -181,6 +181,7 @@ _base := {
 		"limits": {"max_sandboxes": 10, "cpu_mhz": 8000, "memory_mb": 16384},
 		"used": {"sandboxes": 3, "cpu_mhz": 1500, "memory_mb": 1536},
 	},
+	"principal": {"sub": "agent:ci", "role": "agent", "live_sandboxes": 1, "max_live_sandboxes": null},
 }
 
 _workspace_caps := ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "SETFCAP"]

@@ -149,3 +149,38 @@ _no_reschedule(p) if {
 	p.Attempts == 0
 	p.Unlimited == false
 }
+
+# --- B3 --------------------------------------------------------------------------------
+
+# An agent's quota: its token's max_live_sandboxes when that is a positive number, else
+# agent_quota.default_max_live_sandboxes. Operators have no per-principal quota (node
+# budgets, B1, still bound them).
+_quota(q) := q if {
+	is_number(q)
+	q > 0
+} else := _cfg.agent_quota.default_max_live_sandboxes
+
+_principal_room(role, _, _) if role != "agent"
+
+_principal_room("agent", live, quota) if live + 1 <= _quota(quota)
+
+_principal_quota_value := object.get(input.principal, "max_live_sandboxes", null)
+
+# METADATA
+# title: An agent stays within its quota of live sandboxes
+# description: >-
+#   An agent principal (principal.role "agent") may hold at most its quota of live
+#   sandboxes: principal.live_sandboxes (its live sandboxes, counted in the same store
+#   transaction that reserves this one, so concurrent creates cannot overrun it) plus
+#   this one must not exceed principal.max_live_sandboxes (the quota given when its
+#   token was minted) or, without one, agent_quota.default_max_live_sandboxes. One
+#   runaway agent cannot take every node's budget.
+# custom:
+#   id: B3
+#   severity: medium
+violations contains {"rule": "B3", "msg": msg} if {
+	not _canonical
+	_principal_ok
+	not _principal_room(input.principal.role, input.principal.live_sandboxes, _principal_quota_value)
+	msg := sprintf("agent %v has %v live sandboxes; its quota is %v", [object.get(input.principal, "sub", "?"), input.principal.live_sandboxes, _quota(_principal_quota_value)])
+}

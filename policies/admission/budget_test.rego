@@ -139,3 +139,39 @@ test_r1_job_reschedule_denies if {
 	_ids(_with("/job/Reschedule", {"Attempts": 0, "Unlimited": true})) == {"R1"}
 	_ids(_with("/job/Reschedule", {"Attempts": 0, "Unlimited": false})) == set()
 }
+
+# B3 ----------------------------------------------------------------------------------------
+
+test_b3_agent_below_the_default_quota_is_allowed if {
+	_ids(_with("/principal/live_sandboxes", 4)) == set()
+}
+
+test_b3_agent_at_the_default_quota_denies if {
+	_ids(_with("/principal/live_sandboxes", 5)) == {"B3"}
+}
+
+test_b3_the_token_quota_replaces_the_default if {
+	_ids(_with("/principal", {"sub": "a", "role": "agent", "live_sandboxes": 1, "max_live_sandboxes": 1})) == {"B3"}
+	_ids(_with("/principal", {"sub": "a", "role": "agent", "live_sandboxes": 7, "max_live_sandboxes": 8})) == set()
+}
+
+test_b3_a_zero_or_mistyped_quota_means_the_default if {
+	_ids(_with("/principal", {"sub": "a", "role": "agent", "live_sandboxes": 5, "max_live_sandboxes": 0})) == {"B3"}
+	_ids(_with("/principal", {"sub": "a", "role": "agent", "live_sandboxes": 5, "max_live_sandboxes": "99"})) == {"B3"}
+}
+
+test_b3_operators_have_no_principal_quota if {
+	_ids(_with("/principal", {"sub": "ops", "role": "operator", "live_sandboxes": 500})) == set()
+}
+
+test_b3_default_comes_from_data if {
+	ids := _ids(_base) with data.sandgate.config.agent_quota.default_max_live_sandboxes as 1
+	ids == {"B3"}
+}
+
+test_input_principal_missing_or_malformed_denies if {
+	_ids(_without("/principal")) == {"INPUT"}
+	_ids(_with("/principal", {"role": "agent"})) == {"INPUT"}
+	_ids(_with("/principal", {"role": 1, "live_sandboxes": 0})) == {"INPUT"}
+	_ids(_with("/principal/live_sandboxes", -1)) == {"INPUT"}
+}

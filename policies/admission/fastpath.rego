@@ -1,5 +1,7 @@
 package sandgate.admission
 
+import data.sandgate.lib.nodes
+
 # The fast path. Every create is admitted through here, so it must stay cheap. OPA costs
 # about 0.7 µs per evaluation step here; a builtin whose argument is a reference costs an
 # extra step per reference, a rule reference four or more. So this is ONE rule body: the
@@ -178,6 +180,13 @@ _canonical_input if {
 		not contains(target, "docker.sock")
 	}) == count(mounts)
 
+	# INPUT, B3: a principal with a string role and a live count, within its quota.
+	principal := input.principal
+	is_string(principal.role)
+	principal.live_sandboxes >= 0
+	principal.live_sandboxes < ""
+	_principal_room(principal.role, principal.live_sandboxes, object.get(principal, "max_live_sandboxes", null))
+
 	# B1: this sandbox fits the node's budget.
 	used_sandboxes + 1 <= max_sandboxes
 	used_cpu + cpu <= limit_cpu
@@ -196,13 +205,8 @@ _canonical_input if {
 
 	# P2: no control-plane meta indicator or listed name. P3: usage below the thresholds.
 	# I5: the network is allowed by the node's enrollment.
-	not _control_plane_meta
-	_no_control_plane_names
+	count(nodes.control_plane_reasons(node)) == 0
 	memory_percent < cfg.thresholds.refuse_create_memory_percent
 	disk_percent < cfg.thresholds.refuse_create_disk_percent
 	_network_enrollment_ok
 }
-
-_no_control_plane_names if _cfg.placement.control_plane.node_names == []
-
-_no_control_plane_names if not _control_plane_name

@@ -1,5 +1,7 @@
 package sandgate.admission
 
+import data.sandgate.lib.nodes
+
 # Placement: P1 (pinned to one enrolled worker of an allowed platform), P2 (never a control
 # plane), P3 (node healthy and below the usage thresholds), I5 (egress only on nodes
 # enrolled for egress). See admission.rego for how the rules, the fast path and the checks
@@ -118,38 +120,11 @@ violations contains {"rule": "P2", "msg": msg} if {
 	some msg in _p2
 }
 
-_p2 contains "node is (or may be) a control-plane node: control_plane must be false" if {
-	not input.node.control_plane == false
-}
-
-_p2 contains sprintf("node meta %s=%s marks a control-plane node", [key, value]) if {
-	some key, value in _control_plane_meta_hits
-}
-
-_control_plane_meta if count(_control_plane_meta_hits) > 0
-
-_control_plane_meta_hits[key] := value if {
-	some key, values in _cfg.placement.control_plane.meta
-	value := input.node.meta[key]
-	is_string(value)
-	lower(trim_space(value)) in values
-}
-
-_p2 contains sprintf("node %v is listed as a control-plane node", [name]) if {
-	some name in _control_plane_names
-}
-
-_control_plane_name if count(_control_plane_names) > 0
-
-_control_plane_names contains name if {
-	some name in _cfg.placement.control_plane.node_names
-	name == input.node.attributes["unique.hostname"]
-}
-
-_control_plane_names contains name if {
-	some name in _cfg.placement.control_plane.node_names
-	name == input.node.name
-}
+# Every indicator the node shows (server co-location, meta, listed names), judged by the
+# shared library so that enrollment (hosts) and creation agree. An absent node may be one.
+_p2 := nodes.control_plane_reasons(input.node) if {
+	is_object(input.node)
+} else := {"node facts are missing: it may be a control-plane node"}
 
 # --- P3 --------------------------------------------------------------------------------
 

@@ -99,8 +99,9 @@ test_t2_session_token_cannot_mint_list_or_revoke_tokens if {
 }
 
 test_t2_session_token_cannot_read_or_evaluate_policy if {
-	ids(base("GET /v1/policy", "session")) == {"T2"}
-	ids(base("POST /v1/policy/evaluate", "session")) == {"T2"}
+	every key in ["GET /v1/policy", "POST /v1/policy/evaluate", "GET /v1/decisions"] {
+		ids(base(key, "session")) == {"T2"} with data.sandgate.config.capabilities as all_capabilities
+	}
 }
 
 test_t2_session_token_on_its_own_sandbox_allowed if {
@@ -162,8 +163,8 @@ test_t2_agent_cannot_extend if {
 }
 
 test_t2_agent_cannot_use_operator_routes if {
-	every key in ["GET /v1/hosts", "PUT /v1/hosts/:node/enrollment", "POST /v1/tokens", "GET /v1/tokens", "GET /v1/policy", "POST /v1/policy/evaluate"] {
-		ids(base(key, "agent")) == {"T2"}
+	every key in ["GET /v1/hosts", "PUT /v1/hosts/:node/enrollment", "POST /v1/hosts/:node/state", "DELETE /v1/hosts/:node/enrollment", "POST /v1/tokens", "GET /v1/tokens", "DELETE /v1/tokens/:jti", "GET /v1/decisions", "GET /v1/policy", "POST /v1/policy/evaluate"] {
+		ids(base(key, "agent")) == {"T2"} with data.sandgate.config.capabilities as all_capabilities
 	}
 }
 

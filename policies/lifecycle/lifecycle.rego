@@ -36,9 +36,11 @@ _live_states := {"starting", "running"}
 #   job_missing        reconcile: the record is live but Nomad has no job (L4)
 #   placement_failed, register_failed, placement_unknown, start_timeout
 #                      a create that did not start
+#   reclaimed          the node drained, left, or crossed a usage threshold: the
+#                      reclaim decision (R2, R3) or the hosts decision (R2) ordered it
 #   orphan             reconcile: a job with the prefix and no live record (L4)
 _reasons := {
-	"end": {"destroyed", "expired", "job_missing", "placement_failed", "register_failed", "placement_unknown", "start_timeout"},
+	"end": {"destroyed", "expired", "job_missing", "placement_failed", "register_failed", "placement_unknown", "start_timeout", "reclaimed"},
 	"purge": {"orphan"},
 }
 

@@ -5,22 +5,19 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"sandgate/test/testbin"
 )
 
 // gatewayProc is a running `sandgate dev`.
@@ -31,26 +28,11 @@ type gatewayProc struct {
 	node     string
 }
 
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sandgate")
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/sandgate") //nolint:gosec // G204: the test builds its own binary into its temp dir
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-var listening = regexp.MustCompile(`sandgate dev: (http://[0-9.:]+)`)
-
 // mintAgent mints an agent token offline into data, before the gateway
 // holds the store: the same key and store the gateway then uses.
 func mintAgent(t *testing.T, bin, data, subject string) string {
 	t.Helper()
-	cmd := exec.Command(bin, "token", "mint", "--role", "agent", "--subject", subject, "--ttl", "1h", "--data", data) //nolint:gosec // G204: the binary this test just built
+	cmd := exec.Command(bin, "token", "mint", "--offline", "--role", "agent", "--subject", subject, "--ttl", "1h", "--data", data) //nolint:gosec // G204: the binary this test just built
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -62,8 +44,8 @@ func mintAgent(t *testing.T, bin, data, subject string) string {
 
 func startGateway(t *testing.T, bin, data string) *gatewayProc {
 	t.Helper()
-	args := []string{"dev", "--listen", "127.0.0.1:0", "--data", data}
 	g := &gatewayProc{}
+	var args []string
 	if addr := os.Getenv("NOMAD_ADDR"); addr != "" {
 		g.real = true
 		g.node = os.Getenv("SANDGATE_TEST_NODE")
@@ -73,58 +55,13 @@ func startGateway(t *testing.T, bin, data string) *gatewayProc {
 		args = append(args, "--enroll", g.node)
 		t.Logf("running against the real Nomad at %s, node %s", addr, g.node)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, args...) //nolint:gosec // G204: the binary this test just built
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 10 * time.Second
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("gateway log:\n%s", stderr.String())
-		}
-	})
-	// The reader sends the address and everything printed before it; it
-	// keeps draining stdout afterwards so the gateway never blocks on it.
-	type started struct{ url, banner string }
-	found := make(chan started, 1)
-	go func() {
-		var banner strings.Builder
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			banner.WriteString(sc.Text() + "\n")
-			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
-				found <- started{m[1], banner.String()}
-			}
-		}
-	}()
-	var banner strings.Builder
-	select {
-	case s := <-found:
-		g.url = s.url
-		banner.WriteString(s.banner)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("the gateway did not start within 60 s")
-	}
-	tok, err := os.ReadFile(filepath.Join(data, "operator.token"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := testbin.StartDev(t, bin, testbin.Options{Data: data, Args: args})
+	g.url, g.operator = d.URL, d.Operator
 	if fi, err := os.Stat(filepath.Join(data, "operator.token")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("operator token file mode: %v %v", fi.Mode(), err)
 	}
-	g.operator = strings.TrimSpace(string(tok))
-	if !g.real && !strings.Contains(banner.String(), "SIMULATED NOMAD CLUSTER") {
-		t.Fatalf("the simulated start does not say so loudly:\n%s", banner.String())
+	if !g.real && !strings.Contains(d.Banner, "SIMULATED NOMAD CLUSTER") {
+		t.Fatalf("the simulated start does not say so loudly:\n%s", d.Banner)
 	}
 	return g
 }
@@ -183,7 +120,7 @@ func (g *gatewayProc) call(t *testing.T, method, path, tok string, body any) rep
 }
 
 func TestTheAgentFlowOverHTTP(t *testing.T) {
-	bin, data := buildBinary(t), t.TempDir()
+	bin, data := testbin.Build(t), t.TempDir()
 	agent := mintAgent(t, bin, data, "agent-it")
 	g := startGateway(t, bin, data)
 	if r := g.call(t, http.MethodGet, "/readyz", "", nil); r.status != http.StatusOK {

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"sandgate/gateway/client"
+)
+
+// maxServerWait is the longest wait_seconds the gateway accepts; a longer
+// --wait is spent polling after the create answered.
+const maxServerWait = 120 * time.Second
+
+// pollInterval is how often a starting sandbox is looked at again.
+const pollInterval = time.Second
+
+// seconds rounds d up to whole seconds.
+func seconds(d time.Duration) int64 { return int64(math.Ceil(d.Seconds())) }
+
+func newSandboxCreateCmd(a *apiFlags) *cobra.Command {
+	var (
+		profile, network, node, image string
+		ttl, wait                     time.Duration
+		cpu, memory                   int64
+		labels                        []string
+	)
+	cmd := &cobra.Command{
+		Use:   "create [--profile P] [--network N] [--ttl DUR] [--node NODE] [--image IMG] [--cpu MHZ] [--memory MB] [--label K=V]... [--wait DUR]",
+		Short: "Create a sandbox and print it with its session token (shown once)",
+		Long: `Create a sandbox; the policy bundle's defaults fill what is not given.
+The session token is printed this once: keep it, it is not shown again.
+
+The command waits up to --wait for the sandbox to run (a progress line on
+stderr), then prints it. --wait 0 prints it as soon as the gateway answers,
+possibly still "starting". A sandbox still starting when --wait runs out,
+or one that failed, exits 1.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lm, err := parseKV("label", labels)
+			if err != nil {
+				return err
+			}
+			if ttl != 0 && ttl < time.Second {
+				return errors.New("--ttl must be at least 1s, e.g. 1h")
+			}
+			if wait < 0 {
+				return errors.New("--wait must not be negative")
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ws := seconds(min(wait, maxServerWait))
+			req := client.CreateRequest{Profile: profile, Network: network, TTLSeconds: seconds(ttl), Node: node,
+				CPUMHz: cpu, MemoryMB: memory, Image: image, Labels: lm, WaitSeconds: &ws}
+			ctx, stop := interruptible(cmd)
+			defer stop()
+			where := node
+			if where == "" {
+				where = "the least loaded enrolled node"
+			}
+			deadline := time.Now().Add(wait)
+			prog := startProgress(cmd.ErrOrStderr(), "creating sandbox on "+where)
+			defer prog.finish()
+			s, err := c.CreateSandbox(ctx, req)
+			if errors.Is(err, context.Canceled) {
+				return fmt.Errorf("%w (the gateway may have created the sandbox; see: sandgate sandbox list)", apiError(a, err))
+			}
+			if err != nil {
+				return apiError(a, err)
+			}
+			var pollErr error
+			if s.State == client.StateStarting && wait > 0 {
+				prog.set(fmt.Sprintf("waiting for sandbox %s on %s to run", s.ID, s.Node))
+				s, pollErr = pollStarting(ctx, c, s, deadline)
+			}
+			prog.finish()
+			return reportCreated(cmd, a, s, wait, pollErr)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&profile, "profile", "", "strict or workspace (default from the policy: strict)")
+	f.StringVar(&network, "network", "", "none or egress (default none)")
+	f.DurationVar(&ttl, "ttl", 0, "time to live, e.g. 30m (default from the policy: 1h)")
+	f.StringVar(&node, "node", "", "the node to run on (default: the gateway picks)")
+	f.StringVar(&image, "image", "", "container image from the policy's allowlist")
+	f.Int64Var(&cpu, "cpu", 0, "CPU in MHz")
+	f.Int64Var(&memory, "memory", 0, "memory in MB")
+	f.StringArrayVar(&labels, "label", nil, "a label KEY=VALUE (repeatable)")
+	f.DurationVar(&wait, "wait", time.Minute, "how long to wait for the sandbox to run")
+	return cmd
+}
+
+// pollStarting looks at a starting sandbox every second until it runs,
+// fails or the deadline passes. The session token of the create answer is
+// kept: GET never shows it.
+func pollStarting(ctx context.Context, c *client.Client, s client.Sandbox, deadline time.Time) (client.Sandbox, error) {
+	tok := s.Token
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	for s.State == client.StateStarting {
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return s, nil // still starting: the caller says so
+			}
+			return s, ctx.Err()
+		case <-t.C:
+		}
+		next, err := c.GetSandbox(ctx, s.ID)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return s, nil
+		}
+		if err != nil {
+			return s, err
+		}
+		s = next
+	}
+	if s.State != client.StateFailed && s.State != client.StateEnded {
+		s.Token = tok
+	}
+	return s, nil
+}
+
+// reportCreated prints the sandbox and its token once, then says why the
+// command fails when the sandbox does not run.
+func reportCreated(cmd *cobra.Command, a *apiFlags, s client.Sandbox, wait time.Duration, pollErr error) error {
+	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	if err := printSandbox(out, a, s); err != nil {
+		return err
+	}
+	if s.Token != "" && !a.json() {
+		fmt.Fprintln(errOut, "note: the session token is shown only this once; keep it now")
+	}
+	switch {
+	case pollErr != nil:
+		return fmt.Errorf("sandbox %s is %s; watching it stopped: %w", s.ID, s.State, apiError(a, pollErr))
+	case s.State == client.StateFailed:
+		return fmt.Errorf("sandbox %s failed: %s", s.ID, orDash(s.LastError))
+	case s.State == client.StateStarting && wait > 0:
+		return fmt.Errorf("sandbox %s is still starting after %s (the gateway keeps watching it; see: sandgate sandbox get %s)", s.ID, wait, s.ID)
+	}
+	return nil
+}

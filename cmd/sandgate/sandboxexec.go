@@ -1,0 +1,172 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"sandgate/gateway/client"
+)
+
+// maxStdin stays below the gateway's 1 MiB body limit.
+const maxStdin = 1<<20 - 64<<10
+
+// splitExec reads "ID ARGV..." or "ID -- ARGV...".
+func splitExec(cmd *cobra.Command, args []string) (string, []string, error) {
+	if dash := cmd.ArgsLenAtDash(); dash >= 0 && dash != 1 {
+		return "", nil, errors.New("give one sandbox ID before --, then the command (exec ID -- ARGV)")
+	}
+	if len(args) < 2 {
+		return "", nil, errors.New("give a sandbox ID and a command (exec ID -- ARGV)")
+	}
+	return args[0], args[1:], nil
+}
+
+// readStdin reads --stdin-file (- is the CLI's own stdin) as UTF-8 text.
+func readStdin(cmd *cobra.Command, name string) (*string, error) {
+	if name == "" {
+		return nil, nil
+	}
+	r := cmd.InOrStdin()
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, fmt.Errorf("--stdin-file: %w", err)
+		}
+		defer func() { _ = f.Close() }()
+		r = f
+	}
+	b, err := io.ReadAll(io.LimitReader(r, maxStdin+1))
+	if err != nil {
+		return nil, fmt.Errorf("--stdin-file: %w", err)
+	}
+	if len(b) > maxStdin {
+		return nil, fmt.Errorf("--stdin-file: more than %d bytes (the API's body limit is 1 MiB)", maxStdin)
+	}
+	if !utf8.Valid(b) {
+		return nil, errors.New("--stdin-file: the API takes text: the input is not valid UTF-8")
+	}
+	s := string(b)
+	return &s, nil
+}
+
+func newSandboxExecCmd(a *apiFlags) *cobra.Command {
+	var (
+		timeout            time.Duration
+		workdir, stdinFile string
+		env                []string
+	)
+	cmd := &cobra.Command{
+		Use:   "exec ID [--timeout DUR] [--workdir DIR] [--env K=V]... [--stdin-file F|-] -- ARGV...",
+		Short: "Run a command in a sandbox; its output and exit status become the CLI's",
+		Long: `Run an argument vector in the sandbox (no shell, unless ARGV names one).
+The command's stdout and stderr are written to this CLI's stdout and
+stderr, and the CLI exits with the command's exit status, like docker exec.
+A timeout exits 124. Output beyond 64 KiB per stream is cut, and stderr
+says so. With -o json the exec result object is printed and the CLI exits 0.`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, argv, err := splitExec(cmd, args)
+			if err != nil {
+				return err
+			}
+			envs, err := parseKV("env", env)
+			if err != nil {
+				return err
+			}
+			in, err := readStdin(cmd, stdinFile)
+			if err != nil {
+				return err
+			}
+			if timeout < 0 {
+				return errors.New("--timeout must not be negative")
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, stop := interruptible(cmd)
+			defer stop()
+			res, err := c.Exec(ctx, id, client.ExecRequest{Argv: argv, Stdin: in, TimeoutSeconds: seconds(timeout), Workdir: workdir, Env: envs})
+			if err != nil {
+				return apiError(a, err)
+			}
+			if a.json() {
+				return printJSON(cmd.OutOrStdout(), res)
+			}
+			return mirrorExec(cmd, res)
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&timeout, "timeout", 0, "stop the command after this long (default 60s, at most 120s)")
+	f.StringVar(&workdir, "workdir", "", "absolute working directory inside the sandbox")
+	f.StringArrayVar(&env, "env", nil, "an environment variable K=V (repeatable)")
+	f.StringVar(&stdinFile, "stdin-file", "", "send this file (- for this CLI's stdin) to the command's stdin")
+	return cmd
+}
+
+// mirrorExec writes the command's output where the command would have,
+// says what was cut, and carries its exit status out.
+func mirrorExec(cmd *cobra.Command, res client.ExecResult) error {
+	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	if _, err := io.WriteString(out, res.Stdout); err != nil {
+		return err
+	}
+	if _, err := io.WriteString(errOut, res.Stderr); err != nil {
+		return err
+	}
+	if res.StdoutTruncated {
+		fmt.Fprintf(errOut, "sandgate: stdout truncated: %d of %d bytes shown\n", len(res.Stdout), res.StdoutBytes)
+	}
+	if res.StderrTruncated {
+		fmt.Fprintf(errOut, "sandgate: stderr truncated: %d of %d bytes shown\n", len(res.Stderr), res.StderrBytes)
+	}
+	if res.TimedOut {
+		fmt.Fprintf(errOut, "sandgate: the command timed out after %s\n", time.Duration(res.DurationMS)*time.Millisecond)
+	}
+	switch {
+	case res.ExitCode == nil:
+		return errors.New("the command's exit status is unknown: the gateway gave up on its stream after the timeout")
+	case *res.ExitCode != 0:
+		return &exitCodeError{code: *res.ExitCode, err: fmt.Errorf("the command exited with status %d", *res.ExitCode), silent: true}
+	}
+	return nil
+}
+
+func newSandboxLogsCmd(a *apiFlags) *cobra.Command {
+	var (
+		stream string
+		tail   int64
+	)
+	cmd := &cobra.Command{
+		Use:   "logs ID [--stream stdout|stderr] [--tail BYTES]",
+		Short: "Print the end of a sandbox task's stdout or stderr, as it is",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if stream != "" && stream != "stdout" && stream != "stderr" {
+				return fmt.Errorf("--stream must be stdout or stderr, not %q", stream)
+			}
+			if tail < 0 {
+				return errors.New("--tail must not be negative")
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			b, err := c.Logs(cmd.Context(), args[0], client.LogsOptions{Stream: stream, TailBytes: tail})
+			if err != nil {
+				return apiError(a, err)
+			}
+			_, err = cmd.OutOrStdout().Write(b)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&stream, "stream", "", "stdout or stderr (default stdout)")
+	cmd.Flags().Int64Var(&tail, "tail", 0, "the last N bytes (default and maximum 64 KiB)")
+	return cmd
+}

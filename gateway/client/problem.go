@@ -1,0 +1,147 @@
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Problem codes of docs/api.md ("Errors"). Branch on Problem.Code.
+const (
+	CodeInvalidRequest    = "invalid_request"
+	CodeUnauthenticated   = "unauthenticated"
+	CodeTokenExpired      = "token_expired"
+	CodePolicyDenied      = "policy_denied"
+	CodeSandboxNotFound   = "sandbox_not_found"
+	CodeSandboxNotRunning = "sandbox_not_running"
+	CodeNoEnrolledNode    = "no_enrolled_node"
+	CodeSandboxExpired    = "sandbox_expired"
+	CodePayloadTooLarge   = "payload_too_large"
+	CodeBudgetExhausted   = "budget_exhausted"
+	CodeNomadUnavailable  = "nomad_unavailable"
+	CodeUnavailable       = "unavailable"
+)
+
+// Violation is one broken policy rule check.
+type Violation struct {
+	Rule string `json:"rule"`
+	Msg  string `json:"msg"`
+}
+
+// Problem is a non-2xx answer of the API: the RFC 9457 problem document
+// the gateway wrote, with sandgate's extension members. When the body was
+// not a problem document (a proxy's error page, say), Status still holds
+// the HTTP status, Title its text and Detail a short excerpt of the body.
+type Problem struct {
+	// Status is the HTTP status of the answer (authoritative over the
+	// document's own "status" member).
+	Status int    `json:"status"`
+	Type   string `json:"type,omitempty"`
+	// Code is the stable, machine-readable part: one of the Code* constants.
+	Code   string `json:"code,omitempty"`
+	Title  string `json:"title,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	// Field names the request field a 400 is about.
+	Field string `json:"field,omitempty"`
+	// RuleIDs are the policy rules that decided, e.g. ["T2"].
+	RuleIDs    []string    `json:"rule_ids,omitempty"`
+	Violations []Violation `json:"violations,omitempty"`
+	DecisionID string      `json:"decision_id,omitempty"`
+	RequestID  string      `json:"request_id,omitempty"`
+	// RetryAfter is the answer's Retry-After header (429, 503); zero when absent.
+	RetryAfter time.Duration `json:"-"`
+}
+
+// Error reads "403 policy_denied: T2: session token is bound to another sandbox".
+func (p *Problem) Error() string {
+	what := p.Code
+	if what == "" {
+		what = strings.ToLower(http.StatusText(p.Status))
+	}
+	s := fmt.Sprintf("%d %s", p.Status, what)
+	if p.Detail != "" {
+		s += ": " + p.Detail
+	}
+	return s
+}
+
+// Denied reports whether a policy decided this answer: a 403
+// policy_denied, or a 409 or 429 that names the rules it broke (a budget
+// or a node state). A 401 (a bad, expired or revoked token) is not a denial.
+func (p *Problem) Denied() bool {
+	if p.Code == CodePolicyDenied {
+		return true
+	}
+	switch p.Status {
+	case http.StatusForbidden, http.StatusConflict, http.StatusTooManyRequests:
+		return len(p.RuleIDs) > 0
+	}
+	return false
+}
+
+// maxProblemBody bounds how much of an error body is read.
+const maxProblemBody = 64 << 10
+
+// excerptLen is how much of a non-problem body Detail keeps.
+const excerptLen = 200
+
+// readProblem turns a non-2xx answer into a *Problem.
+func readProblem(resp *http.Response) *Problem {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxProblemBody))
+	p := &Problem{}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt == "application/problem+json" || mt == "application/json" {
+		if err := json.Unmarshal(data, p); err != nil || (p.Code == "" && p.Title == "" && p.Detail == "") {
+			p = &Problem{Detail: excerpt(data)}
+		}
+	} else {
+		p.Detail = excerpt(data)
+	}
+	p.Status = resp.StatusCode
+	if p.Title == "" {
+		p.Title = http.StatusText(resp.StatusCode)
+	}
+	p.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+	return p
+}
+
+// excerpt is the start of a body as one line of printable text.
+func excerpt(b []byte) string {
+	if len(b) > excerptLen {
+		// a rune cut in half becomes RuneError below, then a space
+		b = append(b[:excerptLen:excerptLen], "..."...)
+	}
+	s := strings.Map(func(r rune) rune {
+		switch {
+		case r == utf8.RuneError, r == '\n', r == '\r', r == '\t':
+			return ' '
+		case r < ' ', r == 0x7f:
+			return -1
+		}
+		return r
+	}, string(b))
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// retryAfter reads delay-seconds or an HTTP date; zero when absent or bad.
+func retryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		if n < 0 {
+			return 0
+		}
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}

@@ -1,0 +1,133 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// ErrInvalidArgument is wrapped when a call is refused before any request
+// is sent (an empty id, a TTL below one second).
+var ErrInvalidArgument = errors.New("client: invalid argument")
+
+// segment escapes one path parameter. Empty, "." and ".." are refused: a
+// server or proxy that cleans paths would read them as another route.
+func segment(what, v string) (string, error) {
+	switch v {
+	case "", ".", "..":
+		return "", fmt.Errorf("%w: %s %q", ErrInvalidArgument, what, v)
+	}
+	return url.PathEscape(v), nil
+}
+
+// Capabilities is GET /v1/capabilities (public: no token needed).
+func (c *Client) Capabilities(ctx context.Context) (Capabilities, error) {
+	var out Capabilities
+	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/capabilities", out: &out})
+	return out, err
+}
+
+// CreateSandbox is POST /v1/sandboxes. The answer's Token is the session
+// token, shown this once. A sandbox whose allocation did not run within
+// the wait comes back "starting"; one that could not be placed "failed"
+// (with LastError, and no token): both are answers, not errors.
+func (c *Client) CreateSandbox(ctx context.Context, req CreateRequest) (Sandbox, error) {
+	var out Sandbox
+	err := c.do(ctx, request{method: http.MethodPost, path: "/v1/sandboxes", in: req, out: &out})
+	return out, err
+}
+
+// ListSandboxes is GET /v1/sandboxes: live sandboxes, and with all the
+// ended and failed ones too. Agents see their own only.
+func (c *Client) ListSandboxes(ctx context.Context, all bool) ([]Sandbox, error) {
+	var out struct {
+		Sandboxes []Sandbox `json:"sandboxes"`
+	}
+	r := request{method: http.MethodGet, path: "/v1/sandboxes", out: &out}
+	if all {
+		r.query = url.Values{"all": {"true"}}
+	}
+	if err := c.do(ctx, r); err != nil {
+		return nil, err
+	}
+	return out.Sandboxes, nil
+}
+
+// GetSandbox is GET /v1/sandboxes/{id}. An unknown id is a *Problem with
+// Code CodeSandboxNotFound.
+func (c *Client) GetSandbox(ctx context.Context, id string) (Sandbox, error) {
+	var out Sandbox
+	seg, err := segment("sandbox id", id)
+	if err != nil {
+		return out, err
+	}
+	err = c.do(ctx, request{method: http.MethodGet, path: "/v1/sandboxes/" + seg, out: &out})
+	return out, err
+}
+
+// DestroySandbox is DELETE /v1/sandboxes/{id}: stop and purge, release the
+// budget, revoke the session token. Destroying an ended sandbox again
+// succeeds (operators, agents).
+func (c *Client) DestroySandbox(ctx context.Context, id string) error {
+	seg, err := segment("sandbox id", id)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, request{method: http.MethodDelete, path: "/v1/sandboxes/" + seg})
+}
+
+// Exec is POST /v1/sandboxes/{id}/exec. The command's exit code, output
+// and timeout are in the result; an error means the exec did not happen
+// (a *Problem, e.g. CodeSandboxNotRunning) or its answer was lost.
+func (c *Client) Exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error) {
+	var out ExecResult
+	seg, err := segment("sandbox id", id)
+	if err != nil {
+		return out, err
+	}
+	err = c.do(ctx, request{method: http.MethodPost, path: "/v1/sandboxes/" + seg + "/exec", in: req, out: &out})
+	return out, err
+}
+
+// Logs is GET /v1/sandboxes/{id}/logs: the last bytes of the task's
+// stdout or stderr, as they are.
+func (c *Client) Logs(ctx context.Context, id string, opts LogsOptions) ([]byte, error) {
+	seg, err := segment("sandbox id", id)
+	if err != nil {
+		return nil, err
+	}
+	q := url.Values{}
+	if opts.Stream != "" {
+		q.Set("stream", opts.Stream)
+	}
+	if opts.TailBytes != 0 {
+		q.Set("tail_bytes", strconv.FormatInt(opts.TailBytes, 10))
+	}
+	var out []byte
+	err = c.do(ctx, request{method: http.MethodGet, path: "/v1/sandboxes/" + seg + "/logs", query: q, out: &out})
+	return out, err
+}
+
+// Extend is POST /v1/sandboxes/{id}/extend (operators): the expiry becomes
+// now+ttl (whole seconds, rounded up), never earlier than it is and never
+// past the ceiling; the answer's Clamped says whether the ceiling cut it.
+func (c *Client) Extend(ctx context.Context, id string, ttl time.Duration) (Sandbox, error) {
+	var out Sandbox
+	seg, err := segment("sandbox id", id)
+	if err != nil {
+		return out, err
+	}
+	if ttl < time.Second {
+		return out, fmt.Errorf("%w: ttl %s is below one second", ErrInvalidArgument, ttl)
+	}
+	body := struct {
+		TTLSeconds int64 `json:"ttl_seconds"`
+	}{int64(math.Ceil(ttl.Seconds()))}
+	err = c.do(ctx, request{method: http.MethodPost, path: "/v1/sandboxes/" + seg + "/extend", in: body, out: &out})
+	return out, err
+}

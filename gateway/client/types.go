@@ -1,0 +1,252 @@
+package client
+
+// The API's objects, field for field as docs/api.md shows them. Times are
+// the RFC 3339 UTC strings the gateway sends (empty when unset), kept as
+// text so an object prints back exactly as it was received.
+
+// Capabilities is GET /v1/capabilities (SPEC C1).
+type Capabilities struct {
+	Capabilities   []string `json:"capabilities"`
+	Version        string   `json:"version"`
+	BundleRevision string   `json:"bundle_revision"`
+	Simulated      bool     `json:"simulated"`
+}
+
+// Has reports whether the gateway advertises the capability name.
+func (c Capabilities) Has(name string) bool {
+	for _, v := range c.Capabilities {
+		if v == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Sandbox states.
+const (
+	StateStarting = "starting"
+	StateRunning  = "running"
+	StateFailed   = "failed"
+	StateEnded    = "ended"
+)
+
+// Sandbox is the sandbox object.
+type Sandbox struct {
+	ID        string            `json:"id"`
+	State     string            `json:"state"`
+	Node      string            `json:"node"`
+	Profile   string            `json:"profile"`
+	Network   string            `json:"network"`
+	Image     string            `json:"image"`
+	CPUMHz    int64             `json:"cpu_mhz"`
+	MemoryMB  int64             `json:"memory_mb"`
+	Principal string            `json:"principal"`
+	CreatedAt string            `json:"created_at"`
+	ExpiresAt string            `json:"expires_at"`
+	CeilingAt string            `json:"ceiling_at"`
+	Labels    map[string]string `json:"labels"`
+	EndedAt   string            `json:"ended_at,omitempty"`
+	EndReason string            `json:"end_reason,omitempty"`
+	LastError string            `json:"last_error,omitempty"`
+	// Token is the session token: in the create answer only, and only
+	// when the sandbox did not fail.
+	Token string `json:"token,omitempty"`
+	// Clamped is in the extend answer only: true when the lifetime
+	// ceiling cut the requested TTL.
+	Clamped *bool `json:"clamped,omitempty"`
+}
+
+// CreateRequest is the body of POST /v1/sandboxes. Zero fields are left
+// out, and the policy bundle's defaults apply.
+type CreateRequest struct {
+	Profile    string            `json:"profile,omitempty"`
+	Network    string            `json:"network,omitempty"`
+	TTLSeconds int64             `json:"ttl_seconds,omitempty"`
+	Node       string            `json:"node,omitempty"`
+	CPUMHz     int64             `json:"cpu_mhz,omitempty"`
+	MemoryMB   int64             `json:"memory_mb,omitempty"`
+	Image      string            `json:"image,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	// WaitSeconds is how long the create waits for the allocation to run
+	// (nil: the gateway's default, 30 s; 0: answer at once).
+	WaitSeconds *int64 `json:"wait_seconds,omitempty"`
+}
+
+// ExecRequest is the body of POST /v1/sandboxes/{id}/exec.
+type ExecRequest struct {
+	// Argv is the argument vector; no shell runs unless argv names one.
+	Argv []string `json:"argv"`
+	// Stdin is text written to the command, then closed; nil sends none.
+	Stdin *string `json:"stdin,omitempty"`
+	// TimeoutSeconds defaults to 60 and is at most 120.
+	TimeoutSeconds int64             `json:"timeout_seconds,omitempty"`
+	Workdir        string            `json:"workdir,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+}
+
+// ExecResult is the answer of an exec. A non-zero exit or a timeout is a
+// result, not an error.
+type ExecResult struct {
+	// ExitCode is nil only when the gateway gave up on the stream.
+	ExitCode        *int   `json:"exit_code"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutBytes     int64  `json:"stdout_bytes"`
+	StderrBytes     int64  `json:"stderr_bytes"`
+	StdoutTruncated bool   `json:"stdout_truncated"`
+	StderrTruncated bool   `json:"stderr_truncated"`
+	Truncated       bool   `json:"truncated"`
+	TimedOut        bool   `json:"timed_out"`
+	DurationMS      int64  `json:"duration_ms"`
+}
+
+// LogsOptions select what Logs returns.
+type LogsOptions struct {
+	// Stream is "stdout" or "stderr"; empty means the gateway's default (stdout).
+	Stream string
+	// TailBytes is how many bytes from the end; 0 means the gateway's
+	// default (and maximum), 64 KiB.
+	TailBytes int64
+}
+
+// Host is a Nomad client node as sandgate sees it.
+type Host struct {
+	Name         string    `json:"name"`
+	ID           string    `json:"id"`
+	Datacenter   string    `json:"datacenter"`
+	Enrollment   string    `json:"enrollment"`
+	State        string    `json:"state"`
+	Nomad        HostNomad `json:"nomad"`
+	OS           string    `json:"os"`
+	Architecture string    `json:"architecture"`
+	// ControlPlane: a control-plane indicator is present (P2).
+	ControlPlane bool `json:"control_plane,omitempty"`
+	// Isolation is the isolation bundle version the node declares (I5).
+	Isolation     string     `json:"isolation,omitempty"`
+	Usage         *HostUsage `json:"usage"`
+	Budget        HostBudget `json:"budget"`
+	LiveSandboxes int64      `json:"live_sandboxes"`
+	UpdatedAt     string     `json:"updated_at"`
+}
+
+// HostNomad is Nomad's view of a node; Status is "missing" for a node the
+// store knows and Nomad no longer lists.
+type HostNomad struct {
+	Status      string `json:"status"`
+	Eligibility string `json:"eligibility"`
+	Drain       bool   `json:"drain"`
+}
+
+// HostUsage is the node's live memory and disk use, in percent.
+type HostUsage struct {
+	MemoryPercent float64 `json:"memory_percent"`
+	DiskPercent   float64 `json:"disk_percent"`
+}
+
+// HostBudget is a node's budget (B1) and what live sandboxes hold of it.
+type HostBudget struct {
+	Limits BudgetLimits `json:"limits"`
+	Used   BudgetUsed   `json:"used"`
+}
+
+// BudgetLimits are a node's budget figures.
+type BudgetLimits struct {
+	MaxSandboxes int64 `json:"max_sandboxes"`
+	CPUMHz       int64 `json:"cpu_mhz"`
+	MemoryMB     int64 `json:"memory_mb"`
+}
+
+// BudgetUsed is what the live sandboxes of a node hold.
+type BudgetUsed struct {
+	Sandboxes int64 `json:"sandboxes"`
+	CPUMHz    int64 `json:"cpu_mhz"`
+	MemoryMB  int64 `json:"memory_mb"`
+}
+
+// Host states an operator sets.
+const (
+	HostActive   = "active"
+	HostFrozen   = "frozen"
+	HostReserved = "reserved"
+	HostDraining = "draining"
+)
+
+// EnrollRequest is the body of PUT /v1/hosts/{node}/enrollment.
+type EnrollRequest struct {
+	Egress bool `json:"egress"`
+	// Budget figures left nil take the policy default.
+	Budget *BudgetRequest `json:"budget,omitempty"`
+}
+
+// BudgetRequest holds the budget figures an enrollment sets.
+type BudgetRequest struct {
+	MaxSandboxes *int64 `json:"max_sandboxes,omitempty"`
+	CPUMHz       *int64 `json:"cpu_mhz,omitempty"`
+	MemoryMB     *int64 `json:"memory_mb,omitempty"`
+}
+
+// HostChange is the answer of an unenrollment or a state change: the host
+// and the sandboxes that were reclaimed on the way (R2).
+type HostChange struct {
+	Host      Host     `json:"host"`
+	Reclaimed []string `json:"reclaimed"`
+}
+
+// Token roles that the tokens API mints.
+const (
+	RoleOperator = "operator"
+	RoleAgent    = "agent"
+)
+
+// Token is an operator or agent token's record.
+type Token struct {
+	ID        string `json:"id"`
+	Role      string `json:"role"`
+	Subject   string `json:"subject"`
+	Label     string `json:"label"`
+	CreatedAt string `json:"created_at"`
+	ExpiresAt string `json:"expires_at"`
+	LastUsed  string `json:"last_used"`
+	RevokedAt string `json:"revoked_at"`
+	Quota     *Quota `json:"quota,omitempty"`
+	// Token is the secret: in the mint answer only.
+	Token string `json:"token,omitempty"`
+}
+
+// Quota bounds an agent principal (B3).
+type Quota struct {
+	MaxLiveSandboxes int64 `json:"max_live_sandboxes"`
+}
+
+// MintRequest is the body of POST /v1/tokens.
+type MintRequest struct {
+	Role       string `json:"role"`
+	TTLSeconds int64  `json:"ttl_seconds"`
+	Label      string `json:"label,omitempty"`
+	Subject    string `json:"subject,omitempty"`
+	// Quota is for agents; nil takes the policy default.
+	Quota *Quota `json:"quota,omitempty"`
+}
+
+// Decision is one policy decision of the gateway's recent history.
+type Decision struct {
+	Time           string      `json:"time"`
+	DecisionID     string      `json:"decision_id"`
+	Entrypoint     string      `json:"entrypoint"`
+	BundleRevision string      `json:"bundle_revision"`
+	Allow          bool        `json:"allow"`
+	RuleIDs        []string    `json:"rule_ids"`
+	Violations     []Violation `json:"violations"`
+	// InputSHA256 is the hex SHA-256 of the policy input document.
+	InputSHA256 string `json:"input_sha256,omitempty"`
+	DurationUS  int64  `json:"duration_us"`
+	Principal   string `json:"principal,omitempty"`
+	Method      string `json:"method,omitempty"`
+	Route       string `json:"route,omitempty"`
+	RequestID   string `json:"request_id,omitempty"`
+	SandboxID   string `json:"sandbox_id,omitempty"`
+	// Action is what a lifecycle decision was about.
+	Action string `json:"action,omitempty"`
+	// Error is set when the engine failed (and the request was refused).
+	Error string `json:"error,omitempty"`
+}

@@ -1,0 +1,85 @@
+// Unit tests of the dashboard's pure logic: capability detection, bar
+// thresholds, field parsing, time formatting and error descriptions.
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { NEEDED, missingCapabilities } from '../../static/caps.js';
+import { BUDGET, USAGE, level, percent } from '../../static/bars.js';
+import { ApiError } from '../../static/api.js';
+import {
+  InputError, describe, fmtTime, intField, relative, textField,
+} from '../../static/dom.js';
+
+test('a gateway advertising everything lacks nothing', () => {
+  assert.deepEqual(missingCapabilities({ capabilities: [...NEEDED, 'metrics'] }), []);
+});
+
+test('an old gateway lacks what it does not advertise', () => {
+  assert.deepEqual(missingCapabilities({ capabilities: ['sandboxes.v1'] }),
+    ['sandboxes.exec.v1', 'hosts.v1', 'tokens.v1', 'decisions.v1']);
+});
+
+for (const [name, answer] of [
+  ['a malformed answer lacks everything', { capabilities: 'sandboxes.v1' }],
+  ['no answer lacks everything', null],
+  ['non-string entries do not count', { capabilities: [1, { id: 'hosts.v1' }] }],
+]) {
+  test(name, () => assert.deepEqual(missingCapabilities(answer), [...NEEDED]));
+}
+
+const levels = [
+  ['memory below 85 % is ok', 84.9, USAGE.memory, 'ok'],
+  ['memory at 85 % warns (P3 refuses new sandboxes)', 85, USAGE.memory, 'warn'],
+  ['memory at 95.9 % still only warns', 95.9, USAGE.memory, 'warn'],
+  ['memory at 96 % is critical (R3 reclaims)', 96, USAGE.memory, 'crit'],
+  ['disk at 91.9 % warns', 91.9, USAGE.disk, 'warn'],
+  ['disk at 92 % is critical (R3 reclaims)', 92, USAGE.disk, 'crit'],
+  ['a budget at 84 % is ok', 84, BUDGET, 'ok'],
+  ['a budget at 90 % warns', 90, BUDGET, 'warn'],
+  ['a full budget is critical', 100, BUDGET, 'crit'],
+  ['an unknown figure is unknown', NaN, BUDGET, 'unknown'],
+  ['a missing figure is unknown', undefined, USAGE.disk, 'unknown'],
+];
+for (const [name, pct, t, want] of levels) {
+  test(name, () => assert.equal(level(pct, t), want));
+}
+
+test('percent divides used by limit', () => assert.equal(percent(512, 2048), 25));
+for (const [name, used, limit] of [
+  ['a zero limit has no percentage', 1, 0],
+  ['a negative limit has no percentage', 1, -5],
+  ['a missing limit has no percentage', 1, undefined],
+  ['a missing use has no percentage', undefined, 10],
+]) {
+  test(name, () => assert.ok(Number.isNaN(percent(used, limit))));
+}
+
+test('an empty number field is absent', () => assert.equal(intField({ value: '  ' }, 'x'), undefined));
+test('a whole number field is read', () => assert.equal(intField({ value: ' 600 ' }, 'x'), 600));
+for (const v of ['0', '-3', '1.5', '1e3', 'abc', '99999999999999999999']) {
+  test(`a number field holding ${JSON.stringify(v)} is refused`, () => assert.throws(() => intField({ value: v }, 'TTL'), InputError));
+}
+test('an empty text field is absent', () => assert.equal(textField({ value: ' ' }), undefined));
+test('a text field is trimmed', () => assert.equal(textField({ value: ' worker-1 ' }), 'worker-1'));
+
+test('times show in UTC without fractions', () => assert.equal(fmtTime('2026-11-29T10:00:00.123Z'), '2026-11-29 10:00:00 UTC'));
+test('an absent time is a dash', () => assert.equal(fmtTime(''), '—'));
+test('an unparseable time is shown as given', () => assert.equal(fmtTime('soon'), 'soon'));
+test('a future time is "in"', () => assert.equal(relative('2026-01-01T01:00:00Z', Date.parse('2026-01-01T00:00:00Z')), 'in 60 min'));
+test('a past time is "ago"', () => assert.equal(relative('2026-01-01T00:00:00Z', Date.parse('2026-01-01T00:00:30Z')), '30 s ago'));
+
+test('a policy refusal is described with its code, rule ids and decision', () => {
+  const err = new ApiError(403, {
+    code: 'policy_denied', detail: 'T2: session token is bound to another sandbox', rule_ids: ['T2'], decision_id: 'd-1',
+  });
+  const text = describe(err);
+  for (const part of ['policy_denied', 'HTTP 403', 'T2: session token', 'rule ids: T2', 'decision: d-1']) {
+    assert.ok(text.includes(part), `${JSON.stringify(text)} lacks ${part}`);
+  }
+});
+
+test('a problem of the wrong shape still describes safely', () => {
+  const err = new ApiError(500, { detail: 42, rule_ids: 'H1', code: null });
+  assert.equal(err.message, 'HTTP 500');
+  assert.deepEqual(err.ruleIds, []);
+  assert.equal(describe(err), 'error (HTTP 500): HTTP 500');
+});

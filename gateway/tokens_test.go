@@ -1,0 +1,165 @@
+package gateway_test
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"sandgate/store"
+)
+
+func TestTokensAreMintedOnceListedWithoutSecretAndRevokedAtOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	r := h.do(http.MethodPost, "/v1/tokens", h.operator, map[string]any{
+		"role": "agent", "ttl_seconds": 3600, "label": "ci runner", "subject": "agent-ci",
+		"quota": map[string]any{"max_live_sandboxes": 2},
+	})
+	if r.status != http.StatusCreated {
+		t.Fatalf("mint: %d %s", r.status, r.body)
+	}
+	if r.header.Get("Cache-Control") != "no-store" {
+		t.Fatal("the mint answer may be cached")
+	}
+	m := r.json(t)
+	secret, id := m["token"].(string), m["id"].(string)
+	if secret == "" || id == "" || m["role"] != "agent" || m["subject"] != "agent-ci" || m["label"] != "ci runner" ||
+		m["quota"].(map[string]any)["max_live_sandboxes"] != float64(2) {
+		t.Fatalf("mint answer: %s", r.body)
+	}
+	// The new token works.
+	if r := h.do(http.MethodGet, "/v1/sandboxes", secret, nil); r.status != http.StatusOK {
+		t.Fatalf("the minted token: %d %s", r.status, r.body)
+	}
+
+	r = h.do(http.MethodGet, "/v1/tokens", h.operator, nil)
+	if strings.Contains(string(r.body), secret) || strings.Contains(string(r.body), `"token"`) {
+		t.Fatalf("the listing shows a secret: %s", r.body)
+	}
+	var listed map[string]any
+	for _, x := range r.json(t)["tokens"].([]any) {
+		if x.(map[string]any)["id"] == id {
+			listed = x.(map[string]any)
+		}
+	}
+	if listed == nil || listed["last_used"] == "" || listed["revoked_at"] != "" || listed["expires_at"] == "" {
+		t.Fatalf("listed: %v", listed)
+	}
+
+	if r := h.do(http.MethodDelete, "/v1/tokens/"+id, h.operator, nil); r.status != http.StatusNoContent {
+		t.Fatalf("revoke: %d %s", r.status, r.body)
+	}
+	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes", secret, nil), http.StatusUnauthorized, "unauthenticated", "T4")
+	expectProblem(t, h.do(http.MethodDelete, "/v1/tokens/nope", h.operator, nil), http.StatusNotFound, "token_not_found")
+	if tk, _ := h.st.GetToken(t.Context(), id); tk.RevokedAt.IsZero() {
+		t.Fatal("the store does not say revoked")
+	}
+}
+
+func TestMintRequestsAreJudgedByThePolicy(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	cases := []struct {
+		name string
+		body any
+		rule string
+	}{
+		{"a session token", map[string]any{"role": "session", "ttl_seconds": 3600}, "T4"},
+		{"no ttl", map[string]any{"role": "agent"}, "T4"},
+		{"a ttl too short", map[string]any{"role": "agent", "ttl_seconds": 10}, "T4"},
+		{"a ttl past a year", map[string]any{"role": "operator", "ttl_seconds": 40000000}, "T4"},
+		{"a quota for an operator", map[string]any{"role": "operator", "ttl_seconds": 3600, "quota": map[string]any{"max_live_sandboxes": 1}}, "B3"},
+		{"a quota past the ceiling", map[string]any{"role": "agent", "ttl_seconds": 3600, "quota": map[string]any{"max_live_sandboxes": 1000}}, "B3"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			expectProblem(t, h.do(http.MethodPost, "/v1/tokens", h.operator, c.body), http.StatusForbidden, "policy_denied", c.rule)
+		})
+	}
+	expectProblem(t, h.do(http.MethodPost, "/v1/tokens", h.operator, map[string]any{"role": "agent", "ttl_seconds": 3600, "subject": "a:b"}),
+		http.StatusBadRequest, "invalid_request")
+	expectProblem(t, h.do(http.MethodPost, "/v1/tokens", h.operator, nil), http.StatusBadRequest, "invalid_request")
+	agent := h.mint("agent", "agent-a")
+	expectProblem(t, h.do(http.MethodPost, "/v1/tokens", agent, map[string]any{"role": "agent", "ttl_seconds": 3600}),
+		http.StatusForbidden, "policy_denied", "T2")
+	expectProblem(t, h.do(http.MethodGet, "/v1/tokens", agent, nil), http.StatusForbidden, "policy_denied", "T2")
+}
+
+// B3: an agent's quota holds under concurrent creates, because the count
+// of its live sandboxes is read in the transaction that reserves.
+func TestAgentQuotaHoldsUnderConcurrentCreates(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	r := h.do(http.MethodPost, "/v1/tokens", h.operator, map[string]any{
+		"role": "agent", "ttl_seconds": 3600, "subject": "agent-q", "quota": map[string]any{"max_live_sandboxes": 3},
+	})
+	agent := r.json(t)["token"].(string)
+	const n = 20
+	var wg sync.WaitGroup
+	statuses := make([]int, n)
+	bodies := make([]string, n)
+	for i := range n {
+		wg.Go(func() {
+			r := h.do(http.MethodPost, "/v1/sandboxes", agent, map[string]any{"wait_seconds": 0})
+			statuses[i], bodies[i] = r.status, string(r.body)
+		})
+	}
+	wg.Wait()
+	created, refused := 0, 0
+	for i, s := range statuses {
+		switch {
+		case s == http.StatusCreated:
+			created++
+		case s == http.StatusTooManyRequests && strings.Contains(bodies[i], `"B3"`):
+			refused++
+		default:
+			t.Errorf("create %d: %d %s", i, s, bodies[i])
+		}
+	}
+	if created != 3 || refused != n-3 {
+		t.Fatalf("created %d, refused %d; want 3 and %d", created, refused, n-3)
+	}
+	live, _ := h.st.List(t.Context(), store.Filter{Principal: "agent-q", LiveOnly: true})
+	if len(live) != 3 {
+		t.Fatalf("%d live sandboxes for the agent", len(live))
+	}
+	// Ending one frees one slot (B4 releases the principal's use too).
+	if r := h.do(http.MethodDelete, "/v1/sandboxes/"+live[0].ID, agent, nil); r.status != http.StatusNoContent {
+		t.Fatalf("destroy: %d %s", r.status, r.body)
+	}
+	h.create(agent, nil)
+	// The operator has no principal quota.
+	for range 4 {
+		h.create(h.operator, nil)
+	}
+}
+
+func TestRecentDecisionsShowRuleIDsNewestFirst(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	agent := h.mint("agent", "agent-d")
+	h.do(http.MethodGet, "/v1/hosts", agent, nil) // denied: T2
+	r := h.do(http.MethodGet, "/v1/decisions?limit=2", h.operator, nil)
+	ds := r.json(t)["decisions"].([]any)
+	if len(ds) != 2 {
+		t.Fatalf("limit=2 gave %d", len(ds))
+	}
+	// Newest first: this very request's own decision, then the denial.
+	first, second := ds[0].(map[string]any), ds[1].(map[string]any)
+	if first["route"] != "/v1/decisions" || first["allow"] != true {
+		t.Fatalf("newest: %v", first)
+	}
+	if second["route"] != "/v1/hosts" || second["allow"] != false || second["principal"] != "agent:agent-d" {
+		t.Fatalf("second: %v", second)
+	}
+	ids := second["rule_ids"].([]any)
+	vs := second["violations"].([]any)
+	if len(ids) != 1 || ids[0] != "T2" || len(vs) == 0 || second["decision_id"] == "" || second["bundle_revision"] == "" {
+		t.Fatalf("denial: %v", second)
+	}
+	for _, q := range []string{"0", "501", "x"} {
+		expectProblem(t, h.do(http.MethodGet, "/v1/decisions?limit="+q, h.operator, nil), http.StatusBadRequest, "invalid_request")
+	}
+}

@@ -1,0 +1,56 @@
+# METADATA
+# title: Shared facts about Nomad client nodes
+# description: >-
+#   Functions the entrypoints share to judge a node the same way everywhere:
+#   whether it is (or may be) a control-plane node (P2, used by admission at
+#   create and by hosts at enrollment) and whether it declares the egress
+#   isolation bundle (I5, used by hosts). No rule here denies by itself; the
+#   entrypoints turn these facts into violations.
+# scope: package
+package sandgate.lib.nodes
+
+_cp := data.sandgate.config.placement.control_plane
+
+# control_plane_reasons(node) is one message per control-plane indicator the node
+# shows; empty only when none does. The indicators, each configurable in policy data
+# (placement.control_plane):
+#   - server_colocation (default true): node.control_plane, the gateway's verdict that a
+#     Nomad server runs on the node (its name or address matches a server member), must
+#     be exactly false. Missing or mistyped counts as co-located: fail closed.
+#   - meta: node meta key -> values that mark a control plane (case-insensitive, trimmed).
+#   - node_names: node names (or unique.hostname attributes) that are control planes.
+control_plane_reasons(node) := (_colocation(node) | _meta_hits(node)) | _listed(node)
+
+_colocation(node) := {"node is (or may be) a control-plane node: control_plane must be false" |
+	not _colocation_ignored
+	not node.control_plane == false
+}
+
+_colocation_ignored if _cp.server_colocation == false
+
+_meta_hits(node) := {sprintf("node meta %s=%s marks a control-plane node", [key, value]) |
+	some key, values in _cp.meta
+	value := node.meta[key]
+	is_string(value)
+	lower(trim_space(value)) in values
+}
+
+_listed(node) := {sprintf("node %v is listed as a control-plane node", [name]) |
+	some name in _cp.node_names
+	_names_node(name, node)
+}
+
+_names_node(name, node) if name == node.name
+
+_names_node(name, node) if name == node.attributes["unique.hostname"]
+
+_iso := data.sandgate.config.placement.egress_isolation
+
+# isolation_declared(node) holds when the node's meta declares an accepted version of
+# the isolation bundle (placement.egress_isolation.meta_key, accepted_versions): the
+# operator ran `sandgate isolation render ... --verify` on it and recorded the version.
+isolation_declared(node) if {
+	value := node.meta[_iso.meta_key]
+	is_string(value)
+	trim_space(value) in _iso.accepted_versions
+}

@@ -1,0 +1,121 @@
+# METADATA
+# title: Reclamation of a node's sandboxes
+# description: >-
+#   Decides whether the sandboxes live on a node may stay there. The gateway asks for
+#   every node that holds live sandboxes: on each pass of its usage monitor, when it
+#   observes a Nomad drain, and when an operator moves a node to draining. A deny with
+#   R2 or R3 makes the gateway reclaim (destroy, through the lifecycle decision) every
+#   sandbox on the node and release their budgets. A deny with INPUT reclaims nothing:
+#   the gateway logs it and changes nothing, because destroying sandboxes on facts the
+#   policy cannot read would be a fault, not a decision.
+# scope: package
+package sandgate.reclaim
+
+# METADATA
+# title: Reclaim decision
+# description: >-
+#   allow is true when the node's sandboxes may stay. Each violation names the rule id
+#   that requires reclamation (R2, R3) or the input gap (INPUT) and a message.
+# entrypoint: true
+decision := {"allow": count(violations) == 0, "violations": violations}
+
+_cfg := data.sandgate.config
+
+_node := input.node if is_object(input.node)
+
+_usage := _node.usage if is_object(_node.usage)
+
+# --- INPUT -----------------------------------------------------------------------------
+
+_input contains "input: now must be a number" if not _now_ok
+
+_input contains "input: node must be an object with a non-empty string name" if not _node_ok
+
+_input contains "input: live_sandboxes must be a non-negative integer" if not _live_ok
+
+_input contains "input: node.drain must be a boolean and node.operator_state a string" if not _state_facts_ok
+
+_input contains sprintf("input: node.usage.%v, when given, must be a number", [k]) if {
+	some k in ["memory_percent", "disk_percent"]
+	_usage[k] != null
+	not is_number(_usage[k])
+}
+
+_now_ok if is_number(input.now)
+
+_node_ok if {
+	is_string(_node.name)
+	_node.name != ""
+}
+
+_live_ok if {
+	x := input.live_sandboxes
+	is_number(x)
+	floor(x) == x
+	x >= 0
+}
+
+_state_facts_ok if {
+	is_boolean(_node.drain)
+	is_string(_node.operator_state)
+}
+
+# METADATA
+# title: Reclaim input is complete and well formed
+# description: >-
+#   The input must carry now, the node (an object with a name, drain as a boolean and
+#   operator_state as a string; usage figures, when present, are numbers) and the number
+#   of live sandboxes on it. The gateway never reclaims on an INPUT deny.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": msg} if {
+	some msg in _input
+}
+
+# --- R2 --------------------------------------------------------------------------------
+
+_r2 contains sprintf("node %v is draining in Nomad", [_node.name]) if _node.drain == true
+
+_r2 contains sprintf("node %v is draining (operator state)", [_node.name]) if _node.operator_state == "draining"
+
+# METADATA
+# title: A draining node's sandboxes are reclaimed first
+# description: >-
+#   When a node drains, by the operator's state change (operator_state draining) or by a
+#   Nomad drain the gateway observes (drain true), its sandboxes are reclaimed before the
+#   drain moves anything else: sandboxes are disposable and have the lowest priority (R1),
+#   so they go first and their budget is released.
+# custom:
+#   id: R2
+#   severity: high
+violations contains {"rule": "R2", "msg": msg} if {
+	input.live_sandboxes > 0
+	some msg in _r2
+}
+
+# --- R3 --------------------------------------------------------------------------------
+
+_r3 contains sprintf("node %v %v %v%% is at or above the reclaim threshold %v%%", [_node.name, label, x, limit]) if {
+	some k, label in {"disk_percent": "disk", "memory_percent": "memory"}
+	limit := _cfg.thresholds[sprintf("reclaim_%v", [k])]
+	x := _usage[k]
+	is_number(x)
+	x >= limit
+}
+
+# METADATA
+# title: A node under disk or memory pressure has its sandboxes reclaimed
+# description: >-
+#   A node whose disk use reaches thresholds.reclaim_disk_percent (92) or whose memory
+#   use reaches thresholds.reclaim_memory_percent (96) has all its sandboxes reclaimed:
+#   Nomad does not hard-cap ephemeral disk, so sandboxes could fill the node and hurt its
+#   managed applications. Unknown usage reclaims nothing (the monitor logs it); creation
+#   on such a node is already refused by P3.
+# custom:
+#   id: R3
+#   severity: high
+violations contains {"rule": "R3", "msg": msg} if {
+	input.live_sandboxes > 0
+	some msg in _r3
+}

@@ -1,0 +1,8 @@
+// Package isolation holds the real tests of the host isolation bundle (SPEC
+// I1-I4): as root, the script rendered by render/isolation runs with real
+// iptables inside network namespaces the tests create, and with a real
+// Docker engine where one runs. Real packets prove each drop, with a
+// positive control before --apply and after --remove. Test traffic only
+// ever goes to addresses of the tests' own namespaces or of this host, each
+// routed explicitly; nothing can leave the machine.
+package isolation
