@@ -200,3 +200,44 @@ func TestServeRunsTheGatewayOverTLS(t *testing.T) {
 		t.Fatalf("enrolled node: %+v %v", n, err)
 	}
 }
+
+// The configuration's nodes go through the hosts decision: a control-plane
+// node (P2) or an egress node that declares no isolation bundle (I5) stops
+// the start, naming the rule, and nothing is enrolled.
+func TestServeRefusesToEnrollWhatThePolicyRefuses(t *testing.T) {
+	t.Parallel()
+	simAddr, closeSim, err := startSimulator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeSim()
+	for _, c := range []struct{ name, node, rule string }{
+		{"a control plane", `{"name":"control-1"}`, "P2"},
+		{"egress without the isolation bundle", `{"name":"worker-1","egress":true}`, "I5"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			data := t.TempDir()
+			cfg := `{"listen":"127.0.0.1:0","data_dir":"` + data + `","nomad":{"address":"http://` + simAddr + `"},"nodes":[` + c.node + `]}`
+			o, err := loadServeConfig(writeConfig(t, cfg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.Ready = func(string, *token.Issuer, store.Store, policies.Settings) error {
+				t.Error("the gateway became ready")
+				return nil
+			}
+			err = runGateway(t.Context(), o, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), c.rule) {
+				t.Fatalf("err %v, want one naming %s", err, c.rule)
+			}
+			st, err := openStore(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			if nodes, _ := st.ListNodes(t.Context()); len(nodes) != 0 {
+				t.Fatalf("enrolled %+v", nodes)
+			}
+		})
+	}
+}
