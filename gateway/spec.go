@@ -23,8 +23,12 @@ func RenderConfig(s policies.Settings) render.Config {
 		cfg.Profiles[render.Profile(name)] = render.ProfileConfig{CapAdd: p.CapAdd, ReadonlyRootfs: p.ReadonlyRootfs}
 	}
 	cfg.NetworkModes = make(map[render.Network]string, len(s.Networks))
+	cfg.DNSServers = make(map[render.Network][]string, len(s.Networks))
 	for name, n := range s.Networks {
 		cfg.NetworkModes[render.Network(name)] = n.NetworkMode
+		if len(n.DNSServers) > 0 {
+			cfg.DNSServers[render.Network(name)] = n.DNSServers
+		}
 	}
 	return cfg
 }

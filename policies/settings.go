@@ -147,6 +147,8 @@ type ProfileSettings struct {
 type NetworkSettings struct {
 	NetworkMode string   `json:"network_mode"`
 	Enrollment  []string `json:"enrollment"`
+	// DNSServers are the resolvers of the network's containers (H7).
+	DNSServers []string `json:"dns_servers"`
 }
 
 // DockerSettings holds container limits the renderer applies (H3, H6).

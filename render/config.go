@@ -2,6 +2,7 @@ package render
 
 import (
 	"maps"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strings"
@@ -28,6 +29,10 @@ type Config struct {
 	// renders to ("none" -> "none", "egress" -> "sandgate-egress"). "host"
 	// and "container:..." are refused.
 	NetworkModes map[Network]string
+	// DNSServers maps a network to the resolvers its containers use
+	// (docker dns_servers): the public resolvers the host isolation bundle
+	// lets through for egress. A network without an entry renders none.
+	DNSServers map[Network][]string
 	// Namespace is the Nomad namespace of every sandbox job.
 	Namespace string
 	// Datacenters lists the datacenters a sandbox may be placed in (["*"]).
@@ -63,6 +68,9 @@ func DefaultConfig() Config {
 		NetworkModes: map[Network]string{
 			NetworkNone:   "none",
 			NetworkEgress: "sandgate-egress",
+		},
+		DNSServers: map[Network][]string{
+			NetworkEgress: {"1.1.1.1", "9.9.9.9"},
 		},
 		Namespace:        "default",
 		Datacenters:      []string{"*"},
@@ -106,6 +114,16 @@ func (c Config) validate() error {
 			return configErr("network_modes[%q]: %s", name, reasonIfNotToken(mode))
 		case mode == "host" || strings.HasPrefix(mode, "container:"):
 			return configErr("network_modes[%q]: %q shares another network namespace", name, mode)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.DNSServers)) {
+		if _, ok := c.NetworkModes[name]; !ok {
+			return configErr("dns_servers[%q]: not a known network", name)
+		}
+		for _, ip := range c.DNSServers[name] {
+			if a, err := netip.ParseAddr(ip); err != nil || !a.Is4() {
+				return configErr("dns_servers[%q]: %q is not an IPv4 address", name, ip)
+			}
 		}
 	}
 	for _, f := range []struct{ name, value string }{

@@ -108,6 +108,9 @@ func (r *Renderer) dockerConfig(s SandboxSpec, ceilingSeconds int64) map[string]
 	if len(profile.CapAdd) > 0 {
 		cfg["cap_add"] = slices.Clone(profile.CapAdd)
 	}
+	if dns := r.cfg.DNSServers[s.Network]; len(dns) > 0 {
+		cfg["dns_servers"] = slices.Clone(dns)
+	}
 	return cfg
 }
 

@@ -217,14 +217,16 @@ func TestJobConfigHasExactlyTheContractKeys(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		profile Profile
+		network Network
 		want    []string
 	}{
-		{"a strict job carries the base keys only", ProfileStrict, base},
-		{"a workspace job carries the base keys and cap_add", ProfileWorkspace, append(slices.Clone(base), "cap_add")},
+		{"a strict job carries the base keys only", ProfileStrict, NetworkNone, base},
+		{"a workspace job carries the base keys and cap_add", ProfileWorkspace, NetworkNone, append(slices.Clone(base), "cap_add")},
+		{"an egress job carries the base keys and its resolvers", ProfileStrict, NetworkEgress, append(slices.Clone(base), "dns_servers")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			cfg := dockerConfig(t, mustJob(t, validSpec(tc.profile, NetworkNone)))
+			cfg := dockerConfig(t, mustJob(t, validSpec(tc.profile, tc.network)))
 			got := make([]string, 0, len(cfg))
 			for k := range cfg {
 				got = append(got, k)

@@ -223,6 +223,7 @@ func TestEachSingleMutationIsDeniedByExactlyItsRule(t *testing.T) {
 		{name: "a group service block", want: "H7", mutate: func(d doc) { group(d)["Services"] = []any{doc{"Name": "x"}} }},
 		{name: "a task service with tags", want: "H7", mutate: func(d doc) { task(d)["Services"] = []any{doc{"Name": "x", "Tags": []any{"a"}}} }},
 		{name: "ports", want: "H7", mutate: func(d doc) { config(d)["ports"] = []any{"http"} }},
+		{name: "a resolver inside the cluster", want: "H7", mutate: func(d doc) { config(d)["dns_servers"] = []any{"10.0.0.2"} }},
 		{name: "host network", want: "H7", mutate: func(d doc) { config(d)["network_mode"] = "host" }},
 		{name: "bridge network on a none sandbox", want: "H7", mutate: func(d doc) { config(d)["network_mode"] = "bridge" }},
 		{name: "a group network", want: "H7", mutate: func(d doc) { group(d)["Networks"] = []any{doc{"Mode": "host"}} }},

@@ -62,6 +62,11 @@ Exit status: 0 printed, 3 denied by policy, 1 error (bad flags, bundle).`,
 			if want := st.Networks["egress"].NetworkMode; cfg.Bridge != want {
 				return fmt.Errorf("--bridge %q is not the docker network the egress jobs use (policy data networks.egress.network_mode = %q)", cfg.Bridge, want)
 			}
+			// The sandboxes' resolvers are the egress jobs' dns_servers (H7)
+			// unless --resolver says otherwise.
+			if !cmd.Flags().Changed("resolver") && len(st.Networks["egress"].DNSServers) > 0 {
+				cfg.Resolvers = st.Networks["egress"].DNSServers
+			}
 			// The script checks the indicators the policy knows (P2), plus the
 			// names given here.
 			cfg.ControlPlaneMeta = st.Placement.ControlPlane.Meta
@@ -100,7 +105,7 @@ Exit status: 0 printed, 3 denied by policy, 1 error (bad flags, bundle).`,
 	f.StringArrayVar(&cfg.Overlays, "overlay", nil, "cluster overlay (e.g. WireGuard) IPv4 CIDR the sandboxes never reach (repeatable)")
 	f.IntSliceVar(&cfg.NomadPorts, "nomad-ports", cfg.NomadPorts, "Nomad's HTTP, RPC and Serf ports, in that order (tcp and udp dropped); a listener on RPC or Serf marks a control plane")
 	f.IntSliceVar(&cfg.SSHPorts, "ssh-ports", cfg.SSHPorts, "SSH ports the sandboxes never reach (tcp)")
-	f.StringArrayVar(&cfg.Resolvers, "resolver", cfg.Resolvers, "public IPv4 DNS resolver of the sandboxes (repeatable); private and special addresses are refused")
+	f.StringArrayVar(&cfg.Resolvers, "resolver", cfg.Resolvers, "public IPv4 DNS resolver of the sandboxes (repeatable; default: policy data networks.egress.dns_servers); private and special addresses are refused")
 	f.StringArrayVar(&cfg.ControlPlaneNames, "control-plane-name", nil, "node name of a control-plane host; the script refuses to run on it (repeatable)")
 	f.StringVar(&cfg.NomadConfigDir, "nomad-config-dir", cfg.NomadConfigDir, "the Nomad agent's configuration directory, scanned for a server block and control-plane meta")
 	f.BoolVar(&policyInput, "policy-input", false, "print the isolation decision's input document (the plan) instead of the script")

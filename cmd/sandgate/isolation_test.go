@@ -223,3 +223,20 @@ func TestTheDefaultIsolationFixtureIsTheRenderedPlan(t *testing.T) {
 		t.Fatalf("test/testdata/policy/isolation-default-allowed.json is stale; its input must be:\n%s", doc)
 	}
 }
+
+// The resolvers the script lets through default to the egress jobs' own
+// dns_servers (policy data), so the sandbox's DNS and the firewall agree.
+func TestIsolationRenderTakesTheResolversOfTheEgressJobs(t *testing.T) {
+	t.Parallel()
+	dir := policyDirWith(t, func(cfg map[string]any) {
+		cfg["networks"].(map[string]any)["egress"].(map[string]any)["dns_servers"] = []string{"8.8.8.8"}
+	})
+	code, out, stderr := runCLI(t, "", "isolation", "render", "--policy-dir", dir)
+	if code != exitOK || !strings.Contains(out, "sandgate.resolvers=8.8.8.8") {
+		t.Fatalf("exit %d %q; the script does not carry the bundle's resolvers", code, stderr)
+	}
+	code, out, _ = runCLI(t, "", "isolation", "render", "--policy-dir", dir, "--resolver", "9.9.9.9")
+	if code != exitOK || !strings.Contains(out, "sandgate.resolvers=9.9.9.9") {
+		t.Fatalf("--resolver does not override: exit %d", code)
+	}
+}

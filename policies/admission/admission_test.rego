@@ -197,6 +197,7 @@ _egress_ops := [
 	{"op": "replace", "path": "/sandbox/network", "value": "egress"},
 	{"op": "replace", "path": "/job/Meta/sandgate.network", "value": "egress"},
 	{"op": "replace", "path": concat("/", [_cfg_path, "network_mode"]), "value": "sandgate-egress"},
+	{"op": "add", "path": concat("/", [_cfg_path, "dns_servers"]), "value": ["1.1.1.1", "9.9.9.9"]},
 	{"op": "replace", "path": "/node/enrollment", "value": "sandbox+egress"},
 ]
 

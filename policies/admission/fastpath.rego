@@ -115,6 +115,7 @@ _canonical_input if {
 	task.Name == cfg.job.task_name
 	task.Driver == cfg.job.driver
 	config.network_mode == network.network_mode
+	object.get(config, "dns_servers", null) == object.get(network, "dns_servers", null)
 	config.readonly_rootfs == profile.readonly_rootfs
 	object.subset(node, {
 		"control_plane": false, "status": "ready", "eligibility": "eligible",

@@ -177,9 +177,12 @@ _rootfs_ok if {
 #   registered service advertises the sandbox and can hook it into Consul service mesh);
 #   the group must not set Networks nor the task Resources.Networks (Nomad networks
 #   allocate ports and select host or bridge mode); no docker.network_keys key (ports,
-#   port_map, extra_hosts, dns_servers, hostname ...) may appear; and network_mode must
+#   port_map, extra_hosts, dns_search_domains, hostname ...) may appear; network_mode must
 #   equal networks.<network>.network_mode ("none", or the egress bridge): never host,
-#   bridge, container:<id> or another network.
+#   bridge, container:<id> or another network; and dns_servers must be exactly
+#   networks.<network>.dns_servers (the public resolvers the isolation bundle lets
+#   through), or absent for a network that has none: a sandbox never resolves names
+#   through a resolver inside the cluster.
 # custom:
 #   id: H7
 #   severity: critical
@@ -204,3 +207,12 @@ _h7 contains sprintf("docker config keys %v are not allowed", [sort(keys)]) if {
 _h7 contains sprintf("docker config network_mode %v is not the mode of network %v", [_config_value("network_mode"), _sandbox_value("network")]) if {
 	not _config.network_mode == _network.network_mode
 }
+
+_h7 contains sprintf("docker config dns_servers %v are not the resolvers of network %v (%v)", [_config_value("dns_servers"), _sandbox_value("network"), _network_dns]) if {
+	not _dns_ok
+}
+
+# The network's resolvers, or null when it has none.
+_network_dns := object.get(_network, "dns_servers", null)
+
+_dns_ok if object.get(_config, "dns_servers", null) == _network_dns

@@ -180,3 +180,19 @@ test_h7_nomad_networks_deny if {
 	_ids(_with(_group("Networks"), [{"Mode": "host"}])) == {"H7"}
 	_ids(_with(_task("Resources/Networks"), [{"MBits": 10}])) == {"H7"}
 }
+
+test_h7_egress_with_its_resolvers_allowed if {
+	_ids(_egress) == set()
+}
+
+test_h7_resolvers_on_a_network_without_any_deny if {
+	_ids(_with(_cfg("dns_servers"), ["1.1.1.1", "9.9.9.9"])) == {"H7"}
+	_ids(_with(_cfg("dns_search_domains"), ["corp"])) == {"H7"}
+}
+
+test_h7_egress_with_other_or_no_resolvers_denies if {
+	_ids(_with_on(_egress, _cfg("dns_servers"), ["10.0.0.2"])) == {"H7"}
+	_ids(_with_on(_egress, _cfg("dns_servers"), ["1.1.1.1"])) == {"H7"}
+	_ids(_with_on(_egress, _cfg("dns_servers"), "1.1.1.1")) == {"H7"}
+	_ids(json.patch(_egress, [{"op": "remove", "path": _cfg("dns_servers")}])) == {"H7"}
+}
