@@ -102,6 +102,12 @@ func TestCreateExits1WhenTheSandboxFailsOrKeepsStarting(t *testing.T) {
 			api:  &fakeAPI{create: fakeSandbox("starting", `,"token":"eyJ.s"`), gets: []string{fakeSandbox("starting", "")}},
 			args: []string{"--wait", "1s"}, wantOut: []string{"starting", "token:", "eyJ.s"},
 			wantErr: "sandgate: sandbox sbx1 is still starting after 1s", wantWaitSS: 1},
+		// Polled at least once (every second) before --wait ran out: the GET
+		// answer has no token, the create answer's must still be printed.
+		{name: "a sandbox still starting after polls is printed with the create's token",
+			api:  &fakeAPI{create: fakeSandbox("starting", `,"token":"eyJ.s"`), gets: []string{fakeSandbox("starting", ""), fakeSandbox("starting", "")}},
+			args: []string{"--wait", "2500ms"}, wantOut: []string{"starting", "token:", "eyJ.s"},
+			wantErr: "sandgate: sandbox sbx1 is still starting after 2.5s", wantWaitSS: 3},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -101,6 +101,14 @@ or one that failed, exits 1.`,
 // kept: GET never shows it.
 func pollStarting(ctx context.Context, c *client.Client, s client.Sandbox, deadline time.Time) (client.Sandbox, error) {
 	tok := s.Token
+	// withToken puts the create answer's token back on every way out: a
+	// GET answer has none, and a sandbox that may still run needs it.
+	withToken := func(s client.Sandbox, err error) (client.Sandbox, error) {
+		if s.State != client.StateFailed && s.State != client.StateEnded {
+			s.Token = tok
+		}
+		return s, err
+	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	t := time.NewTicker(pollInterval)
@@ -109,24 +117,21 @@ func pollStarting(ctx context.Context, c *client.Client, s client.Sandbox, deadl
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return s, nil // still starting: the caller says so
+				return withToken(s, nil) // still starting: the caller says so
 			}
-			return s, ctx.Err()
+			return withToken(s, ctx.Err())
 		case <-t.C:
 		}
 		next, err := c.GetSandbox(ctx, s.ID)
 		if errors.Is(err, context.DeadlineExceeded) {
-			return s, nil
+			return withToken(s, nil)
 		}
 		if err != nil {
-			return s, err
+			return withToken(s, err)
 		}
 		s = next
 	}
-	if s.State != client.StateFailed && s.State != client.StateEnded {
-		s.Token = tok
-	}
-	return s, nil
+	return withToken(s, nil)
 }
 
 // reportCreated prints the sandbox and its token once, then says why the
