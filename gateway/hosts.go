@@ -336,10 +336,17 @@ func (s *Server) unenrollHost(c echo.Context) error {
 	if err := s.cfg.Store.DeleteNode(ctx, name); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return unavailable("the enrollment could not be removed; retry", err)
 	}
-	s.nodes.invalidate()
 	s.log.Info("node unenrolled", "node", name, "reclaimed", len(reclaimed), "by", principal)
 	h.record = nil
-	if h.used, err = s.cfg.Store.NodeUsage(ctx, name); err != nil {
+	return s.hostChanged(c, h, reclaimed)
+}
+
+// hostChanged answers a state change or an unenroll: the host as it is now
+// and the sandboxes reclaimed on the way.
+func (s *Server) hostChanged(c echo.Context, h host, reclaimed []string) error {
+	s.nodes.invalidate()
+	var err error
+	if h.used, err = s.cfg.Store.NodeUsage(c.Request().Context(), h.name); err != nil {
 		return unavailable("the node store could not be read", err)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"host": s.hostView(h), "reclaimed": reclaimed})
@@ -371,23 +378,19 @@ func (s *Server) setHostState(c echo.Context) error {
 		return err
 	}
 	rec := *h.record
+	rec.State, rec.UpdatedAt = state, s.cfg.Now().UTC()
 	reclaimed := []string{}
 	if state == stateDraining {
+		// drainAndReclaim stores the draining state itself, before it reclaims.
 		if reclaimed, err = s.drainAndReclaim(ctx, rec, principal); err != nil {
 			return err
 		}
-	}
-	rec.State, rec.UpdatedAt = state, s.cfg.Now().UTC()
-	if err := s.cfg.Store.PutNode(ctx, rec); err != nil {
+	} else if err := s.cfg.Store.PutNode(ctx, rec); err != nil {
 		return unavailable("the node state could not be stored; nothing was changed", err)
 	}
-	s.nodes.invalidate()
 	s.log.Info("node state changed", "node", name, "state", state, "reclaimed", len(reclaimed), "by", principal)
 	h.record = &rec
-	if h.used, err = s.cfg.Store.NodeUsage(ctx, name); err != nil {
-		return unavailable("the node store could not be read", err)
-	}
-	return c.JSON(http.StatusOK, map[string]any{"host": s.hostView(h), "reclaimed": reclaimed})
+	return s.hostChanged(c, h, reclaimed)
 }
 
 // drainAndReclaim stores the node as draining (no create lands on it from

@@ -233,3 +233,15 @@ func TestOperatorStatesFreezeReserveAndDrain(t *testing.T) {
 	}
 	h.create(h.operator, map[string]any{"node": "worker-1"})
 }
+
+// A control plane enrolled by an old record (before the hosts decision
+// existed) is never picked for a create without a node; named, P2 refuses it.
+func TestCreateNeverPicksAControlPlaneOnItsOwn(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{nodes: []store.Node{{Name: "control-1", Enrollment: "sandbox", State: "active"}}})
+	expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{}), http.StatusConflict, "no_enrolled_node")
+	expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"node": "control-1"}), http.StatusForbidden, "policy_denied", "P2")
+	if jobs := h.sim.Jobs(); len(jobs) != 0 {
+		t.Fatalf("a job reached Nomad: %v", jobs)
+	}
+}

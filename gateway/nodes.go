@@ -132,8 +132,9 @@ type candidate struct {
 // pickNode returns the node a create goes to. With a name, that node (the
 // policy then judges it, so an unsuitable node is denied with its rule id,
 // not silently replaced). Without one, the least loaded enrolled, active,
-// schedulable node that still has room for cpu/mem; if none has room, a
-// 429 budget_exhausted; if none is enrolled at all, a 409.
+// schedulable node that runs no Nomad server and still has room for
+// cpu/mem; if none has room, a 429 budget_exhausted; if none is enrolled at
+// all, a 409.
 func (s *Server) pickNode(ctx context.Context, name string, cpu, mem int64) (candidate, error) {
 	if name != "" {
 		n, cp, ok, err := s.nodes.byName(ctx, name)
@@ -167,6 +168,11 @@ func (s *Server) pickNode(ctx context.Context, name string, cpu, mem int64) (can
 		if (rec.State != "" && rec.State != "active") || n.Status != "ready" || n.Eligibility != "eligible" || n.Drain {
 			continue
 		}
+		// A control plane enrolled before the hosts decision refused it (an
+		// old record): never picked; named explicitly, P2 refuses it.
+		if nomad.Colocated(n, servers) {
+			continue
+		}
 		enrolled++
 		used, err := s.cfg.Store.NodeUsage(ctx, n.Name)
 		if err != nil {
@@ -177,7 +183,7 @@ func (s *Server) pickNode(ctx context.Context, name string, cpu, mem int64) (can
 			continue
 		}
 		if best == nil || load(used, lim) < load(best.used, budgetLimits(best.record, def)) {
-			best = &candidate{node: n, controlPlane: nomad.Colocated(n, servers), record: rec, used: used}
+			best = &candidate{node: n, record: rec, used: used}
 		}
 	}
 	switch {

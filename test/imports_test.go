@@ -31,6 +31,8 @@ func TestNoPackageOfNomadItselfIsLinked(t *testing.T) {
 
 // policies imports only OPA and the standard library, render only Nomad's api
 // module (STYLE.md): the policy never reaches out, the renderer stays pure.
+// render/isolation and gateway/client import the standard library only: the
+// script renderer is pure, and programs outside sandgate import the client.
 func TestLeafPackagesImportNoSibling(t *testing.T) {
 	t.Parallel()
 	for pkg, allowed := range map[string][]string{

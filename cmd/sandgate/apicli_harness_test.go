@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"sandgate/gateway"
 	"sandgate/gateway/token"
 	"sandgate/nomad"
 	"sandgate/policies"
@@ -40,7 +41,7 @@ func startLiveGateway(t *testing.T) *liveGateway {
 	type started struct{ addr, tok string }
 	ready := make(chan started, 1)
 	o.Ready = func(addr string, iss *token.Issuer, st store.Store, s policies.Settings) error {
-		raw, _, err := mintRecorded(ctx, iss, st, s, token.RoleOperator, "cli-test-operator", "cli test", time.Hour)
+		raw, _, err := gateway.MintToken(ctx, iss, st, s, gateway.TokenRequest{Role: token.RoleOperator, Subject: "cli-test-operator", Label: "cli test", TTL: time.Hour})
 		if err == nil {
 			ready <- started{"http://" + addr, raw}
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"sandgate/gateway"
 	"sandgate/gateway/token"
 	"sandgate/nomad"
 	"sandgate/nomad/nomadsim"
@@ -83,7 +84,7 @@ control-plane node, and says so loudly: nothing is executed.`,
 				}
 			}
 			o.Ready = func(addr string, iss *token.Issuer, st store.Store, s policies.Settings) error {
-				raw, rec, err := mintRecorded(ctx, iss, st, s, token.RoleOperator, "dev-operator", "sandgate dev", tokenTTL)
+				raw, rec, err := gateway.MintToken(ctx, iss, st, s, gateway.TokenRequest{Role: token.RoleOperator, Subject: "dev-operator", Label: "sandgate dev", TTL: tokenTTL})
 				if err != nil {
 					return fmt.Errorf("mint the operator token: %w", err)
 				}

@@ -204,11 +204,5 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 	return nil
 }
 
-// mintRecorded mints an operator or agent token and records its metadata
-// (tokens that are not recorded are refused, T4).
-func mintRecorded(ctx context.Context, iss *token.Issuer, st store.Store, s policies.Settings, role token.Role, subject, label string, ttl time.Duration) (string, store.Token, error) {
-	return gateway.MintToken(ctx, iss, st, s, gateway.TokenRequest{Role: role, Subject: subject, Label: label, TTL: ttl})
-}
-
 // version is set at build time (-ldflags "-X main.version=...").
 var version = "dev"

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"sandgate/gateway"
 	"sandgate/gateway/client"
 	"sandgate/gateway/token"
 )
@@ -131,7 +132,7 @@ func mintOffline(cmd *cobra.Command, m *mintFlags) error {
 		return fmt.Errorf("%w (is a gateway running on this data dir? stop it first, or mint through it without --offline)", err)
 	}
 	defer func() { _ = st.Close() }()
-	raw, rec, err := mintRecorded(cmd.Context(), iss, st, engine.Settings(), token.Role(m.role), subject, m.label, m.ttl)
+	raw, rec, err := gateway.MintToken(cmd.Context(), iss, st, engine.Settings(), gateway.TokenRequest{Role: token.Role(m.role), Subject: subject, Label: m.label, TTL: m.ttl})
 	if err != nil {
 		return err
 	}
