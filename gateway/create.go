@@ -42,6 +42,7 @@ func (s *Server) createSandbox(c echo.Context) error {
 		Profile: deref(body.Profile, ""), Network: deref(body.Network, ""),
 		TTL:    time.Duration(deref(body.TTLSeconds, 0)) * time.Second,
 		CPUMHz: int(cpu), MemoryMB: int(mem), Image: deref(body.Image, ""),
+		Namespace: s.cfg.Namespace,
 	}, now)
 	if err != nil {
 		var fe *render.FieldError

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
-	"strconv"
 	"time"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
 	"sandgate/nomad"
+	"sandgate/render/execwrap"
 	"sandgate/store"
 )
 
@@ -33,30 +32,9 @@ type execResult struct {
 	DurationMS int64 `json:"duration_ms"`
 }
 
-// timeoutExitCode is what coreutils and busybox timeout exit with when
-// they stop the command.
-const timeoutExitCode = 124
-
-// killAfterSeconds is how long timeout waits after TERM before KILL.
-const killAfterSeconds = 5
-
-// execArgv wraps the caller's argv so the command is stopped inside the
-// sandbox when it times out: closing Nomad's exec stream does not stop it.
-// env(1) applies workdir and environment when asked. No shell is involved.
-func execArgv(argv []string, timeout time.Duration, workdir string, env map[string]string) []string {
-	out := make([]string, 0, len(argv)+8+len(env))
-	if workdir != "" || len(env) > 0 {
-		out = append(out, "env")
-		if workdir != "" {
-			out = append(out, "-C", workdir)
-		}
-		for _, k := range sortedKeys(env) {
-			out = append(out, k+"="+env[k])
-		}
-	}
-	out = append(out, "timeout", "-k", strconv.Itoa(killAfterSeconds), strconv.Itoa(int(timeout/time.Second)))
-	return append(out, argv...)
-}
+// killAfter is how long the in-sandbox wrapper waits, after SIGTERM to the
+// timed-out command's process group, before SIGKILL.
+const killAfter = 5 * time.Second
 
 // execSandbox is POST /v1/sandboxes/{id}/exec.
 func (s *Server) execSandbox(c echo.Context) error {
@@ -73,14 +51,18 @@ func (s *Server) execSandbox(c echo.Context) error {
 	}
 	st := s.cfg.Engine.Settings()
 	timeout := time.Duration(deref(body.TimeoutSeconds, int64(st.Exec.DefaultTimeoutSeconds))) * time.Second
-	argv := execArgv(body.Argv, timeout, deref(body.Workdir, ""), body.Env)
+	argv := execwrap.Command{
+		Argv: body.Argv, Env: body.Env, Workdir: deref(body.Workdir, ""), Timeout: timeout, KillAfter: killAfter,
+	}.Args()
 	var stdin []byte
 	if body.Stdin != nil {
 		stdin = []byte(*body.Stdin)
 	}
 	limit := int64(st.Exec.MaxOutputBytes)
 	stdout, stderr := newCappedBuffer(limit), newCappedBuffer(limit)
-	ctx, cancel := context.WithTimeout(c.Request().Context(), timeout+killAfterSeconds*time.Second+s.cfg.ExecGrace)
+	// The wrapper stops the command at the timeout and is gone within
+	// killAfter; the stream is given up only after a grace period beyond.
+	ctx, cancel := context.WithTimeout(c.Request().Context(), timeout+killAfter+s.cfg.ExecGrace)
 	defer cancel()
 	start := time.Now()
 	code, err := s.cfg.Nomad.Exec(ctx, rec.AllocID, s.taskName, argv, stdin, stdout, stderr)
@@ -89,7 +71,10 @@ func (s *Server) execSandbox(c echo.Context) error {
 	switch {
 	case err == nil:
 		res.ExitCode = &code
-		res.TimedOut = code == timeoutExitCode && elapsed >= timeout-time.Second
+		// The gateway's own deadline decides, never the exit status: a
+		// command that exits 124 by itself did not time out, and busybox
+		// and GNU report a kill with 143 or 137.
+		res.TimedOut = elapsed >= timeout
 	case errors.Is(err, context.DeadlineExceeded) && c.Request().Context().Err() == nil:
 		res.TimedOut = true
 	case errors.Is(err, nomad.ErrNotFound):
@@ -189,14 +174,4 @@ func (b *cappedBuffer) result() (string, int64, bool) {
 		}
 	}
 	return string(kept), b.total, truncated
-}
-
-// sortedKeys returns m's keys in order, so the env(1) arguments are stable.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

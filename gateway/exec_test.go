@@ -35,11 +35,18 @@ func TestExecReportsExitsTimeoutsAndTruncationAsData(t *testing.T) {
 	})
 	t.Run("a timeout stops the command and says so", func(t *testing.T) {
 		m := exec(map[string]any{"argv": []string{"sleep", "30"}, "timeout_seconds": 1})
-		if m["timed_out"] != true || m["exit_code"] != float64(124) {
+		// the wrapper's SIGTERM ends it: 143, as on a real task
+		if m["timed_out"] != true || m["exit_code"] != float64(143) {
 			t.Fatalf("%v", m)
 		}
 		if d := m["duration_ms"].(float64); d < 900 || d > 10000 {
 			t.Fatalf("duration_ms %v", d)
+		}
+	})
+	t.Run("a command that exits 124 by itself did not time out", func(t *testing.T) {
+		m := exec(map[string]any{"argv": []string{"sh", "-c", "exit 124"}, "timeout_seconds": 5})
+		if m["timed_out"] != false || m["exit_code"] != float64(124) {
+			t.Fatalf("%v", m)
 		}
 	})
 	t.Run("output beyond 64 KiB is cut and flagged", func(t *testing.T) {
@@ -48,7 +55,7 @@ func TestExecReportsExitsTimeoutsAndTruncationAsData(t *testing.T) {
 			t.Fatalf("truncated=%v len=%d total=%v", m["stdout_truncated"], len(m["stdout"].(string)), m["stdout_bytes"])
 		}
 	})
-	t.Run("env and workdir are applied without a shell", func(t *testing.T) {
+	t.Run("env and workdir are applied to the command only", func(t *testing.T) {
 		m := exec(map[string]any{"argv": []string{"printenv", "GREETING"}, "env": map[string]string{"GREETING": "hello"}, "workdir": "/workspace"})
 		if m["stdout"] != "hello\n" {
 			t.Fatalf("%v", m)

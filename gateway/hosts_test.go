@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"math"
 	"net/http"
+	"strings"
 	"testing"
 
 	"sandgate/nomad/nomadsim"
@@ -239,7 +240,12 @@ func TestOperatorStatesFreezeReserveAndDrain(t *testing.T) {
 func TestCreateNeverPicksAControlPlaneOnItsOwn(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{nodes: []store.Node{{Name: "control-1", Enrollment: "sandbox", State: "active"}}})
-	expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{}), http.StatusConflict, "no_enrolled_node")
+	m := expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{}), http.StatusConflict, "no_enrolled_node")
+	// The 409 says why (as for a single `nomad agent -dev`, whose only node
+	// runs a server).
+	if d, _ := m["detail"].(string); !strings.Contains(d, "control-1: runs a Nomad server, a control plane (P2)") {
+		t.Fatalf("the 409 does not say why: %q", d)
+	}
 	expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"node": "control-1"}), http.StatusForbidden, "policy_denied", "P2")
 	if jobs := h.sim.Jobs(); len(jobs) != 0 {
 		t.Fatalf("a job reached Nomad: %v", jobs)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -157,20 +158,27 @@ func (s *Server) pickNode(ctx context.Context, name string, cpu, mem int64) (can
 	def := s.cfg.Engine.Settings().NodeBudgetDefault
 	var best *candidate
 	enrolled := 0
+	// why says, per node passed over, why: the 409 names them all, so an
+	// operator pointed at a single `nomad agent -dev` learns that its only
+	// node is a control plane.
+	var why []string
 	for _, n := range nodes {
 		rec, err := s.nodeRecord(ctx, n.Name)
 		if err != nil {
 			return candidate{}, err
 		}
+		// A control plane (an old record enrolled before the hosts decision
+		// refused it, or none): never picked; named explicitly, P2 refuses it.
+		if nomad.Colocated(n, servers) {
+			why = append(why, n.Name+": runs a Nomad server, a control plane (P2)")
+			continue
+		}
 		if rec == nil || rec.Enrollment == "" || rec.Enrollment == "none" {
+			why = append(why, n.Name+": not enrolled")
 			continue
 		}
 		if (rec.State != "" && rec.State != "active") || n.Status != "ready" || n.Eligibility != "eligible" || n.Drain {
-			continue
-		}
-		// A control plane enrolled before the hosts decision refused it (an
-		// old record): never picked; named explicitly, P2 refuses it.
-		if nomad.Colocated(n, servers) {
+			why = append(why, fmt.Sprintf("%s: operator state %q, Nomad status %s, %s, drain %t", n.Name, rec.State, n.Status, n.Eligibility, n.Drain))
 			continue
 		}
 		enrolled++
@@ -190,12 +198,25 @@ func (s *Server) pickNode(ctx context.Context, name string, cpu, mem int64) (can
 	case best != nil:
 		return *best, nil
 	case enrolled == 0:
-		return candidate{}, newProblem(http.StatusConflict, codeNoNode, "no enrolled, active and schedulable worker node; enroll one or name a node")
+		return candidate{}, newProblem(http.StatusConflict, codeNoNode, noNodeDetail(why))
 	}
 	p := newProblem(http.StatusTooManyRequests, codeBudget, "every enrolled node is at its budget; retry when a sandbox ends")
 	p.RuleIDs = []string{"B1"}
 	p.retryAfter = 30
 	return candidate{}, p
+}
+
+// noNodeDetail explains a 409 no_enrolled_node with the nodes passed over.
+func noNodeDetail(why []string) string {
+	const most = 10
+	msg := "no enrolled, active and schedulable worker node; enroll one or name a node"
+	switch {
+	case len(why) == 0:
+		return msg + " (Nomad lists no client node)"
+	case len(why) > most:
+		why = append(why[:most:most], fmt.Sprintf("and %d more", len(why)-most))
+	}
+	return msg + ". Passed over: " + strings.Join(why, "; ")
 }
 
 // load is the fullest budget dimension of a node, in [0, 1].

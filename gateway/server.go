@@ -77,6 +77,10 @@ type Config struct {
 	// ReclaimInterval is how often the usage monitor reads the usage and
 	// drain state of nodes holding sandboxes (R2, R3); default 30 s.
 	ReclaimInterval time.Duration
+	// Namespace is the Nomad namespace sandbox jobs are rendered into; it
+	// must be the Nomad client's (whose Register refuses any other). ""
+	// means "default".
+	Namespace string
 	// Simulated marks a gateway running on the built-in Nomad simulator;
 	// /v1/capabilities and /readyz say so.
 	Simulated bool

@@ -45,6 +45,9 @@ type SpecRequest struct {
 	CPUMHz   int
 	MemoryMB int
 	Image    string
+	// Namespace is the Nomad namespace of the job: the gateway's Nomad
+	// client's, which refuses any other. "" is the renderer's default.
+	Namespace string
 }
 
 // NewSpec fills a render spec from a request and the bundle's defaults. It
@@ -182,7 +185,11 @@ func RenderJob(s policies.Settings, req SpecRequest, now time.Time) (render.Sand
 	if err != nil {
 		return spec, nil, nil, err
 	}
-	r, err := render.New(RenderConfig(s))
+	cfg := RenderConfig(s)
+	if req.Namespace != "" {
+		cfg.Namespace = req.Namespace
+	}
+	r, err := render.New(cfg)
 	if err != nil {
 		return spec, nil, nil, err
 	}

@@ -203,13 +203,55 @@ func allocFailure(a *api.AllocationListStub) string {
 		if ts == nil || !ts.Failed {
 			continue
 		}
-		for i := len(ts.Events) - 1; i >= 0; i-- {
-			if e := ts.Events[i]; e != nil && e.DisplayMessage != "" {
-				return fmt.Sprintf("%s: task %q: %s", reason, name, e.DisplayMessage)
-			}
+		if cause := taskFailureCause(ts.Events); cause != "" {
+			return fmt.Sprintf("%s: task %q: %s", reason, name, cause)
 		}
 	}
 	return reason
+}
+
+// consequenceEvents are task events that follow a failure without saying
+// what it was ("Policy allows no restarts").
+var consequenceEvents = map[string]bool{
+	api.TaskNotRestarting: true, api.TaskRestarting: true, api.TaskKilling: true, api.TaskKilled: true,
+	api.TaskReceived: true, api.TaskSetup: true, api.TaskStarted: true,
+}
+
+// taskFailureCause is the message of the newest event that says why a task
+// failed (the driver's, validation or setup error, e.g. `Inappropriate value
+// for attribute "ulimit": list of map of string required`), on one line;
+// else the newest message at all.
+func taskFailureCause(events []*api.TaskEvent) string {
+	var fallback string
+	for i := len(events) - 1; i >= 0; i-- {
+		e := events[i]
+		if e == nil || e.DisplayMessage == "" {
+			continue
+		}
+		if !consequenceEvents[e.Type] {
+			return oneLine(e.DisplayMessage)
+		}
+		if fallback == "" {
+			fallback = oneLine(e.DisplayMessage)
+		}
+	}
+	return fallback
+}
+
+// oneLine folds a go-multierror text ("3 errors occurred:\n\t* a\n\t* b")
+// into "a; b".
+func oneLine(msg string) string {
+	msg = strings.TrimSpace(msg)
+	if head, rest, ok := strings.Cut(msg, "\n\t* "); ok && strings.HasSuffix(head, "occurred:") {
+		var parts []string
+		for p := range strings.SplitSeq(rest, "\n\t* ") {
+			if p = strings.TrimSpace(p); p != "" && !strings.HasSuffix(p, ":") {
+				parts = append(parts, p)
+			}
+		}
+		msg = strings.Join(parts, "; ")
+	}
+	return strings.Join(strings.Fields(msg), " ")
 }
 
 // metricsReason explains why task groups could not be placed, from the

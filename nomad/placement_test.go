@@ -209,3 +209,27 @@ func TestAFailedEvaluationFails(t *testing.T) {
 		t.Fatalf("evalOutcome = %+v, %v", p, done)
 	}
 }
+
+// The events of a docker task the driver refused at start, as a real
+// Nomad 1.6.5 client recorded them (an object where the schema wants a list
+// of one map): the reason is the driver's, not "Policy allows no restarts".
+func TestAFailedTaskReportsTheDriversReasonNotTheRestartPolicy(t *testing.T) {
+	msg := "3 errors occurred:\n\t* failed to parse config: \n\t* Incorrect attribute value type: Inappropriate value for attribute \"labels\": list of map of string required.\n\t* Incorrect attribute value type: Inappropriate value for attribute \"ulimit\": list of map of string required.\n\n"
+	a := &api.AllocationListStub{ID: "758b4752-0000-0000-0000-000000000000", ClientStatus: "failed", ClientDescription: "Failed tasks",
+		TaskStates: map[string]*api.TaskState{"sandbox": {Failed: true, Events: []*api.TaskEvent{
+			{Type: api.TaskReceived, DisplayMessage: "Task received by client"},
+			{Type: api.TaskSetup, DisplayMessage: "Building Task Directory"},
+			{Type: "Failed Validation", DisplayMessage: msg},
+			{Type: api.TaskNotRestarting, DisplayMessage: "Policy allows no restarts", FailsTask: true},
+		}}}}
+	got := allocFailure(a)
+	want := `allocation 758b4752 failed (Failed tasks): task "sandbox": Incorrect attribute value type: Inappropriate value for attribute "labels": list of map of string required.; Incorrect attribute value type: Inappropriate value for attribute "ulimit": list of map of string required.`
+	if got != want {
+		t.Fatalf("allocFailure:\n got %s\nwant %s", got, want)
+	}
+	// With nothing but the consequence, that is still said.
+	a.TaskStates["sandbox"].Events = a.TaskStates["sandbox"].Events[3:]
+	if got := allocFailure(a); !strings.HasSuffix(got, "Policy allows no restarts") {
+		t.Fatalf("allocFailure with only the restart event: %s", got)
+	}
+}

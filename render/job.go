@@ -103,7 +103,7 @@ func (r *Renderer) dockerConfig(s SandboxSpec, ceilingSeconds int64) map[string]
 		},
 		"network_mode": r.cfg.NetworkModes[s.Network],
 		"runtime":      s.Runtime,
-		"labels":       map[string]string{LabelSandboxID: s.ID},
+		"labels":       []map[string]string{{LabelSandboxID: s.ID}},
 	}
 	if len(profile.CapAdd) > 0 {
 		cfg["cap_add"] = slices.Clone(profile.CapAdd)
@@ -114,12 +114,16 @@ func (r *Renderer) dockerConfig(s SandboxSpec, ceilingSeconds int64) map[string]
 	return cfg
 }
 
-// ulimitConfig renders ulimits as docker "soft:hard" strings.
-func ulimitConfig(u Ulimits) map[string]string {
-	return map[string]string{
+// ulimitConfig renders ulimits as docker "soft:hard" strings, in the shape the
+// docker driver's schema requires for ulimit (and labels): a list of exactly
+// one map of strings. The driver refuses an object at task start ("list of map
+// of string required") although the server registers it, and Nomad merges the
+// maps of a longer list.
+func ulimitConfig(u Ulimits) []map[string]string {
+	return []map[string]string{{
 		"nofile": fmt.Sprintf("%d:%d", u.NoFile.Soft, u.NoFile.Hard),
 		"nproc":  fmt.Sprintf("%d:%d", u.NProc.Soft, u.NProc.Hard),
-	}
+	}}
 }
 
 // tmpfsMount renders one writable, size-capped tmpfs mount.

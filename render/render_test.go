@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -237,6 +238,39 @@ func TestJobConfigHasExactlyTheContractKeys(t *testing.T) {
 				t.Errorf("config keys = %v, want %v", got, want)
 			}
 		})
+	}
+}
+
+// The docker driver's schema types ulimit and labels as list(map(string)):
+// Nomad registers an object there and the task then fails at start ("list of
+// map of string required"), and it merges the maps of a longer list.
+func TestJobRendersUlimitAndLabelsAsAListOfExactlyOneMap(t *testing.T) {
+	t.Parallel()
+	spec := validSpec(ProfileStrict, NetworkNone)
+	spec.Ulimits = Ulimits{NoFile: Ulimit{Soft: 512, Hard: 2048}, NProc: Ulimit{Soft: 256, Hard: 512}}
+	b, err := json.Marshal(dockerConfig(t, mustJob(t, spec)))
+	if err != nil {
+		t.Fatalf("marshal config: %v", err)
+	}
+	var cfg map[string]json.RawMessage
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatalf("unmarshal config: %v", err)
+	}
+	for _, tc := range []struct {
+		key  string
+		want map[string]string
+	}{
+		{"ulimit", map[string]string{"nofile": "512:2048", "nproc": "256:512"}},
+		{"labels", map[string]string{LabelSandboxID: spec.ID}},
+	} {
+		var got []map[string]string
+		if err := json.Unmarshal(cfg[tc.key], &got); err != nil {
+			t.Errorf("%s = %s, want a list of one map of strings: %v", tc.key, cfg[tc.key], err)
+			continue
+		}
+		if len(got) != 1 || !maps.Equal(got[0], tc.want) {
+			t.Errorf("%s = %s, want [%v]", tc.key, cfg[tc.key], tc.want)
+		}
 	}
 }
 

@@ -124,6 +124,8 @@ func group(d doc) doc     { return job(d)["TaskGroups"].([]any)[0].(doc) }
 func task(d doc) doc      { return group(d)["Tasks"].([]any)[0].(doc) }
 func config(d doc) doc    { return task(d)["Config"].(doc) }
 func resources(d doc) doc { return task(d)["Resources"].(doc) }
+func ulimit(d doc) doc    { return config(d)["ulimit"].([]any)[0].(doc) }
+func labels(d doc) doc    { return config(d)["labels"].([]any)[0].(doc) }
 func node(d doc) doc      { return d["node"].(doc) }
 func used(d doc) doc      { return d["budget"].(doc)["used"].(doc) }
 func limits(d doc) doc    { return d["budget"].(doc)["limits"].(doc) }
@@ -199,7 +201,17 @@ func TestEachSingleMutationIsDeniedByExactlyItsRule(t *testing.T) {
 		{name: "init off", want: "H3", mutate: func(d doc) { config(d)["init"] = false }},
 		{name: "ipc shared with the host", want: "H3", mutate: func(d doc) { config(d)["ipc_mode"] = "host" }},
 		{name: "no hard cpu limit", want: "H3", mutate: func(d doc) { config(d)["cpu_hard_limit"] = false }},
-		{name: "nofile ulimit above the max", want: "H3", mutate: func(d doc) { config(d)["ulimit"].(doc)["nofile"] = "1048576:1048576" }},
+		{name: "nofile ulimit above the max", want: "H3", mutate: func(d doc) { ulimit(d)["nofile"] = "1048576:1048576" }},
+		// The docker driver wants ulimit and labels as a list of one map of strings: an
+		// object registers and fails the task at start, and Nomad merges several maps.
+		{name: "ulimit as an object", want: "H3", mutate: func(d doc) { config(d)["ulimit"] = ulimit(d) }},
+		{name: "ulimit as a list of two maps", want: "H3", mutate: func(d doc) {
+			config(d)["ulimit"] = []any{doc{"nofile": ulimit(d)["nofile"]}, doc{"nproc": ulimit(d)["nproc"]}}
+		}},
+		{name: "labels as an object", want: "H9", mutate: func(d doc) { config(d)["labels"] = labels(d) }},
+		{name: "labels as a list of two maps", want: "H9", mutate: func(d doc) {
+			config(d)["labels"] = []any{labels(d), doc{"team": "ci"}}
+		}},
 		{name: "identity env on", want: "H4", mutate: func(d doc) { task(d)["Identity"].(doc)["Env"] = true }},
 		{name: "identity file on", want: "H4", mutate: func(d doc) { task(d)["Identity"].(doc)["File"] = true }},
 		{name: "a vault block", want: "H4", mutate: func(d doc) { task(d)["Vault"] = doc{"Policies": []any{"x"}} }},

@@ -131,8 +131,8 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 	srv, err = gateway.New(gateway.Config{
 		Engine: engine, Store: parts.store, Nomad: nc, Tokens: iss, Decisions: parts.audit,
 		Logger: log, ReaperInterval: o.ReaperInterval, ReconcileInterval: o.ReconcileInterval,
-		ReclaimInterval: o.ReclaimInterval,
-		Simulated:       o.Simulated, Version: version,
+		ReclaimInterval: o.ReclaimInterval, Namespace: ncfg.Namespace,
+		Simulated: o.Simulated, Version: version,
 	})
 	if err != nil {
 		return err

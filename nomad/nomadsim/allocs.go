@@ -41,7 +41,8 @@ func (sa *simAlloc) shutdown() {
 	}
 }
 
-// startAllocLocked moves a pending allocation to running.
+// startAllocLocked moves a pending allocation to running, or to failed when
+// the client would refuse a task's driver config (failStartLocked).
 func (s *Server) startAllocLocked(sa *simAlloc) {
 	a := sa.a
 	if a.ClientStatus != api.AllocClientStatusPending || allocTerminal(a) {
@@ -49,6 +50,10 @@ func (s *Server) startAllocLocked(sa *simAlloc) {
 	}
 	now := time.Now()
 	index := s.nextIndexLocked()
+	if refused := refusedTasks(a); len(refused) > 0 {
+		s.failStartLocked(sa, refused, now, index)
+		return
+	}
 	a.ClientStatus = api.AllocClientStatusRunning
 	a.ClientDescription = "Tasks are running"
 	for _, name := range sa.tasks {
@@ -62,6 +67,100 @@ func (s *Server) startAllocLocked(sa *simAlloc) {
 	if sj := s.jobs[a.JobID]; sj != nil {
 		s.refreshJobStatusLocked(sj)
 	}
+}
+
+// refusedTasks maps each task of a's group whose driver config the client
+// refuses at start to the validation error it reports.
+func refusedTasks(a *api.Allocation) map[string]string {
+	refused := map[string]string{}
+	if a.Job == nil {
+		return refused
+	}
+	for _, tg := range a.Job.TaskGroups {
+		if tg == nil || deref(tg.Name) != a.TaskGroup {
+			continue
+		}
+		for _, t := range tg.Tasks {
+			if msg := driverConfigError(t); msg != "" {
+				refused[t.Name] = msg
+			}
+		}
+	}
+	return refused
+}
+
+// Restart reasons of Nomad's client restart tracker.
+const (
+	reasonNoRestartsAllowed = "Policy allows no restarts"
+	reasonUnrecoverable     = "Error was unrecoverable"
+)
+
+// failStartLocked fails an allocation whose tasks the client refused at
+// start, as a v1.6.5 client with Docker did for a ulimit or labels object:
+// each refused task gets a "Failed Validation" event carrying the error, then
+// "Not Restarting" (FailsTask) and ends dead and Failed, never started; the
+// allocation is ClientStatus failed ("Failed tasks") while DesiredStatus
+// stays run, and nothing is rescheduled. The recorded job had no restarts
+// ("Policy allows no restarts"); with restart attempts the tracker gives up
+// at once on an unrecoverable start error, which a parse error is (taken from
+// Nomad's source, not recorded). Other tasks of the group end dead without
+// starting (a real client would start and then kill them).
+func (s *Server) failStartLocked(sa *simAlloc, refused map[string]string, now time.Time, index uint64) {
+	a := sa.a
+	a.ClientStatus = api.AllocClientStatusFailed
+	a.ClientDescription = "Failed tasks"
+	for _, name := range sa.tasks {
+		ts := a.TaskStates[name]
+		ts.State = "dead"
+		ts.FinishedAt = now.UTC()
+		msg, ok := refused[name]
+		if !ok {
+			continue
+		}
+		reason := reasonUnrecoverable
+		if restartAttempts(a, name) == 0 {
+			reason = reasonNoRestartsAllowed
+		}
+		ts.Failed = true
+		ts.Events = append(ts.Events,
+			&api.TaskEvent{
+				Type: "Failed Validation", Time: now.UnixNano(), DisplayMessage: msg,
+				Details: map[string]string{"validation_error": msg}, ValidationError: msg,
+			},
+			&api.TaskEvent{
+				Type: "Not Restarting", Time: now.UnixNano(), DisplayMessage: reason,
+				Details:   map[string]string{"restart_reason": reason, "fails_task": "true"},
+				FailsTask: true, RestartReason: reason,
+			})
+	}
+	a.ModifyIndex, a.ModifyTime = index, now.UnixNano()
+	sa.shutdown()
+	if n := s.nodeByIDLocked(a.NodeID); n != nil && n.n.DrainStrategy != nil && s.liveAllocsOnNodeLocked(a.NodeID) == 0 {
+		s.completeDrainLocked(n)
+	}
+	if sj := s.jobs[a.JobID]; sj != nil {
+		s.refreshJobStatusLocked(sj)
+	}
+}
+
+// restartAttempts is the restart policy's Attempts for task name of a: the
+// task's when it sets Attempts (the server merges it over the group's), else
+// the group's.
+func restartAttempts(a *api.Allocation, name string) int {
+	for _, tg := range a.Job.TaskGroups {
+		if deref(tg.Name) != a.TaskGroup {
+			continue
+		}
+		for _, t := range tg.Tasks {
+			if t.Name == name && t.RestartPolicy != nil && t.RestartPolicy.Attempts != nil {
+				return *t.RestartPolicy.Attempts
+			}
+		}
+		if tg.RestartPolicy != nil {
+			return deref(tg.RestartPolicy.Attempts)
+		}
+	}
+	return 0
 }
 
 // stopAllocLocked stops an allocation as the client would after the server

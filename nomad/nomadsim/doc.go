@@ -33,6 +33,11 @@
 //     with live allocations stays "draining" until they stop or its deadline
 //     passes; then they are stopped, not migrated. Allocations of a node that
 //     goes down are marked lost and not replaced.
+//   - Driver config is checked only where a real client refused it at task
+//     start: a docker ulimit or labels that is not a list (the driver wants
+//     list(map(string))) fails the task with the client's "Failed
+//     Validation" and "Not Restarting" events (driverConfigError). Nothing
+//     else in a task's config is checked, by the server or at start.
 //   - Allocations stop at once (no kill_timeout), and nothing is garbage
 //     collected: stopped allocations and evaluations stay readable.
 //   - Only the "default" namespace and a single region exist; ACLs, blocking

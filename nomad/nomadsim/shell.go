@@ -6,6 +6,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"sandgate/render/execwrap"
 )
 
 // errShellUnsupported marks a script the simulated shell cannot run.
@@ -25,6 +27,13 @@ type shCommand struct {
 // biSh is the simulated sh: `sh -c SCRIPT` or, without -c, a script read
 // from stdin until it closes.
 func biSh(p *proc) int {
+	if cmd, ok, err := execwrap.Parse(p.args); ok {
+		if err != nil {
+			p.errf("%s: %v\n", execwrap.Name, err)
+			return 2
+		}
+		return biWrapper(p, cmd)
+	}
 	args := p.args[1:]
 	var script string
 	fromArg := false

@@ -160,3 +160,35 @@ func validateConstraint(c *api.Constraint) []string {
 	}
 	return errs
 }
+
+// dockerListOfMapAttrs are the docker driver config attributes whose schema
+// type is list(map(string)) and that the simulator checks, in the order the
+// agent listed them when both were wrong (it decodes them from a Go map, so
+// its order may vary).
+var dockerListOfMapAttrs = []string{"ulimit", "labels"}
+
+// driverConfigError is the validation error the client agent reports when it
+// decodes a task's driver config against the driver's schema at task start,
+// or "" when the simulated checks pass. The server never checks driver config
+// (register-bad-driver-config.json); a real v1.6.5 client with Docker refused
+// an object for ulimit or labels with this multierror, in a "Failed
+// Validation" task event. Only that is simulated: a value that is neither
+// absent, null nor a list. The elements of a list are not checked. t's
+// Config must be JSON-decoded (maps and []any), as in an allocation's job.
+func driverConfigError(t *api.Task) string {
+	if t.Driver != "docker" {
+		return ""
+	}
+	var errs []string
+	for _, attr := range dockerListOfMapAttrs {
+		switch t.Config[attr].(type) {
+		case nil, []any:
+		default:
+			errs = append(errs, fmt.Sprintf("Incorrect attribute value type: Inappropriate value for attribute %q: list of map of string required.", attr))
+		}
+	}
+	if len(errs) == 0 {
+		return ""
+	}
+	return multiError(append([]string{"failed to parse config: "}, errs...))
+}

@@ -99,6 +99,15 @@ _blank(v) if v == []
 
 _blank(v) if v == {}
 
+# x is an object whose every value is a string: a Nomad map(string). The docker driver types
+# ulimit and labels as list(map(string)) and refuses anything else when the task starts.
+_string_map(x) if {
+	is_object(x)
+	every v in x {
+		is_string(v)
+	}
+}
+
 # x is a number in [low, high] (Rego orders null < booleans < numbers < strings < arrays <
 # objects, so the two comparisons with numbers also exclude every other type).
 _within(x, low, high) if {

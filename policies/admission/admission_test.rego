@@ -5,7 +5,20 @@ import data.sandgate.admission
 # --- fixtures --------------------------------------------------------------------------
 # One valid input: a strict sandbox without network on node w1, with the job exactly as the
 # renderer marshals it (render/testdata/strict-none.golden). Every other test input is this
-# one with a json.patch applied.
+# one with a json.patch applied. The values an operator is expected to change (the allowed
+# architectures and images) are read from the policy data, so that the tests hold for any
+# data.json (the e2e suite runs the bundle with test/testdata/e2e-policy-data-patch.json).
+
+_data := data.sandgate.config
+
+# The node's architecture and the job's image: the first allowed architecture and the
+# default image.
+_arch := _data.placement.allowed_architectures[0]
+
+_image := _data.images.default
+
+# An architecture the policy data does not allow.
+_other_arch := [a | some a in ["amd64", "arm64", "riscv64", "s390x", "ppc64le"]; not a in _data.placement.allowed_architectures][0]
 
 _sandbox_id := "k7x2m9p4q8r5t1v6"
 
@@ -22,10 +35,10 @@ _base_config := {
 	"cap_drop": ["ALL"],
 	"command": "sleep",
 	"cpu_hard_limit": true,
-	"image": "ubuntu:24.04",
+	"image": _image,
 	"init": true,
 	"ipc_mode": "private",
-	"labels": {"sandgate.sandbox_id": _sandbox_id},
+	"labels": [{"sandgate.sandbox_id": _sandbox_id}],
 	"mount": [
 		{"readonly": false, "target": "/workspace", "tmpfs_options": {"size": 268435456}, "type": "tmpfs"},
 		{"readonly": false, "target": "/tmp", "tmpfs_options": {"size": 67108864}, "type": "tmpfs"},
@@ -36,7 +49,7 @@ _base_config := {
 	"readonly_rootfs": true,
 	"runtime": "runc",
 	"security_opt": ["no-new-privileges"],
-	"ulimit": {"nofile": "1024:1024", "nproc": "512:512"},
+	"ulimit": [{"nofile": "1024:1024", "nproc": "512:512"}],
 }
 
 _base_task := {
@@ -119,7 +132,7 @@ _base_job := {
 	"NodePool": "default",
 	"Constraints": [
 		{"LTarget": "${attr.kernel.name}", "RTarget": "linux", "Operand": "="},
-		{"LTarget": "${attr.cpu.arch}", "RTarget": "arm64", "Operand": "="},
+		{"LTarget": "${attr.cpu.arch}", "RTarget": _arch, "Operand": "="},
 		{"LTarget": "${node.unique.name}", "RTarget": "w1", "Operand": "="},
 	],
 	"Affinities": null,
@@ -170,7 +183,7 @@ _base := {
 		"status": "ready",
 		"eligibility": "eligible",
 		"drain": false,
-		"attributes": {"kernel.name": "linux", "cpu.arch": "arm64", "unique.hostname": "w1"},
+		"attributes": {"kernel.name": "linux", "cpu.arch": _arch, "unique.hostname": "w1"},
 		"meta": {},
 		"control_plane": false,
 		"operator_state": "active",
@@ -402,12 +415,16 @@ _mutations := {
 	"ports": [[{"op": "add", "path": _cfg("ports"), "value": ["http"]}], {"H7"}],
 	"host network": [[{"op": "add", "path": _cfg("network_mode"), "value": "host"}], {"H7"}],
 	"priority at ceiling": [[{"op": "add", "path": "/job/Priority", "value": 20}], {"R1"}],
+	"ulimit object": [[{"op": "add", "path": _cfg("ulimit"), "value": {"nofile": "1024:1024", "nproc": "512:512"}}], {"H3"}],
+	"ulimit two maps": [[{"op": "add", "path": _cfg("ulimit/-"), "value": {"nofile": "4096:4096"}}], {"H3"}],
 	"job id": [[{"op": "add", "path": "/job/ID", "value": "other-k7x2m9p4q8r5t1v6"}], {"H9"}],
+	"labels object": [[{"op": "add", "path": _cfg("labels"), "value": {"sandgate.sandbox_id": _sandbox_id}}], {"H9"}],
+	"labels two maps": [[{"op": "add", "path": _cfg("labels/-"), "value": {"team": "ci"}}], {"H9"}],
 	"seccomp unconfined": [[{"op": "add", "path": _cfg("security_opt"), "value": ["no-new-privileges", "seccomp=unconfined"]}], {"H10"}],
 	"kata runtime": [[{"op": "add", "path": _cfg("runtime"), "value": "kata-runtime"}], {"H10"}],
 	"node pin removed": [[{"op": "remove", "path": "/job/Constraints/2"}], {"P1"}],
 	"node pin w2": [[{"op": "add", "path": "/job/Constraints/2/RTarget", "value": "w2"}], {"P1"}],
-	"arch amd64": [[{"op": "add", "path": "/job/Constraints/1/RTarget", "value": "amd64"}], {"P1"}],
+	"arch not allowed": [[{"op": "add", "path": "/job/Constraints/1/RTarget", "value": _other_arch}], {"P1"}],
 	"control plane": [[{"op": "add", "path": "/node/control_plane", "value": true}], {"P2"}],
 	"node-role server": [[{"op": "add", "path": "/node/meta", "value": {"node-role": "server"}}], {"P2"}],
 	"drain": [[{"op": "add", "path": "/node/drain", "value": true}], {"P3"}],
@@ -522,6 +539,22 @@ test_mutation_priority_at_ceiling_gives_exactly_its_rule_on_every_variant if {
 	_mutation_failures("priority at ceiling") == set()
 }
 
+test_mutation_ulimit_object_gives_exactly_its_rule_on_every_variant if {
+	_mutation_failures("ulimit object") == set()
+}
+
+test_mutation_ulimit_two_maps_gives_exactly_its_rule_on_every_variant if {
+	_mutation_failures("ulimit two maps") == set()
+}
+
+test_mutation_labels_object_gives_exactly_its_rule_on_every_variant if {
+	_mutation_failures("labels object") == set()
+}
+
+test_mutation_labels_two_maps_gives_exactly_its_rule_on_every_variant if {
+	_mutation_failures("labels two maps") == set()
+}
+
 test_mutation_job_id_gives_exactly_its_rule_on_every_variant if {
 	_mutation_failures("job id") == set()
 }
@@ -542,8 +575,8 @@ test_mutation_node_pin_w2_gives_exactly_its_rule_on_every_variant if {
 	_mutation_failures("node pin w2") == set()
 }
 
-test_mutation_arch_amd64_gives_exactly_its_rule_on_every_variant if {
-	_mutation_failures("arch amd64") == set()
+test_mutation_arch_not_allowed_gives_exactly_its_rule_on_every_variant if {
+	_mutation_failures("arch not allowed") == set()
 }
 
 test_mutation_control_plane_gives_exactly_its_rule_on_every_variant if {
@@ -599,7 +632,7 @@ test_mutation_readonly_rootfs_false_gives_exactly_its_rule_on_every_variant if {
 }
 
 test_mutation_table_is_complete if {
-	count(_mutations) == 35
+	count(_mutations) == 39
 	count(_strict_mutations) == 2
 	count(_egress_mutations) == 1
 }

@@ -50,7 +50,7 @@ _canonical_input if {
 	]
 	profile := cfg.profiles[sandbox.profile]
 	network := cfg.networks[sandbox.network]
-	[job_type, priority, cpu, memory, pids_limit, image, runtime, ulimit, mounts] := [
+	[job_type, priority, cpu, memory, pids_limit, image, runtime, ulimits, mounts] := [
 		job.Type, job.Priority, task.Resources.CPU, task.Resources.MemoryMB,
 		config.pids_limit, config.image, config.runtime, config.ulimit, config.mount,
 	]
@@ -73,10 +73,11 @@ _canonical_input if {
 	min([memory_percent, disk_percent]) >= 0
 	max([memory_percent, disk_percent]) < ""
 
-	# H9: ID = prefix + sandbox id, Name = ID, meta, id pattern.
+	# H9: ID = prefix + sandbox id, Name = ID, meta, id pattern, the renderer's one label map.
 	job.ID == concat("", [cfg.prefix, id])
 	job.Name == job.ID
 	job.Meta["sandgate.sandbox_id"] == id
+	config.labels == [{"sandgate.sandbox_id": id}]
 	regex.match(cfg.sandbox_id_pattern, id)
 
 	# The fixed facts, one object.subset per level against a constant object (every key
@@ -153,7 +154,9 @@ _canonical_input if {
 	sleep >= 1
 	config.args == [format_int(sleep, 10)]
 
-	# H3: ulimits exactly the capped keys, each "N:N" with N <= its maximum.
+	# H3: ulimit a list of exactly one map (the docker driver's list(map(string))) holding
+	# exactly the capped keys, each "N:N" with N <= its maximum.
+	[ulimit] := ulimits
 	is_object(ulimit)
 	object.keys(ulimit) == object.keys(docker.ulimit_max)
 	count([ulimit_name |

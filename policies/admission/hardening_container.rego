@@ -134,9 +134,11 @@ _h2 contains sprintf("docker config security_opt entry %v is not allowed", [opt]
 # title: Processes, files, memory and CPU are capped
 # description: >-
 #   pids_limit must be a number in [1, docker.pids_limit_max] (a fork bomb would exhaust the
-#   node's process table); ulimit must set every key of docker.ulimit_max (nofile, nproc) as
-#   "soft:hard" (or one number) with soft <= hard <= the maximum, and no other key (memlock or
-#   rtprio would let the sandbox pin memory or starve the CPU); init must be true (zombies
+#   node's process table); ulimit must be a list of exactly one map of strings, the shape the
+#   docker driver requires (an object registers but fails the task at start, and Nomad merges
+#   the maps of a longer list), and that map must set every key of docker.ulimit_max (nofile,
+#   nproc) as "soft:hard" (or one number) with soft <= hard <= the maximum, and no other key
+#   (memlock or rtprio would let the sandbox pin memory or starve the CPU); init must be true (zombies
 #   reaped), ipc_mode "private" (no shared memory with the host or other containers),
 #   cpu_hard_limit true (no bursting over the reserved MHz); and Resources.MemoryMaxMB unset
 #   (null, absent or 0) or equal to MemoryMB: no memory that B1 never accounted.
@@ -165,14 +167,23 @@ _memory_max_ok if object.get(_resources, "MemoryMaxMB", null) in {null, 0}
 
 _memory_max_ok if _resources.MemoryMaxMB == _resources.MemoryMB
 
+# ulimit as the docker driver reads it (list(map(string))): the one map of a list of exactly
+# one map of strings; undefined otherwise (one H3 message says so, the per-key checks wait).
+_ulimit := u if {
+	[u] := _config.ulimit
+	_string_map(u)
+}
+
+_h3 contains "docker config ulimit must be a list of exactly one map of strings" if not _ulimit
+
 _h3 contains sprintf("docker config ulimit %s must be \"soft:hard\" with soft <= hard <= %v", [name, max]) if {
+	_ulimit
 	some name, max in _cfg.docker.ulimit_max
 	not _ulimit_ok(name, max)
 }
 
 _ulimit_ok(name, max) if {
-	value := _config.ulimit[name]
-	is_string(value)
+	value := _ulimit[name]
 	regex.match(`^[0-9]{1,9}(:[0-9]{1,9})?$`, value)
 	parts := split(value, ":")
 	hard := to_number(parts[count(parts) - 1])
@@ -181,9 +192,7 @@ _ulimit_ok(name, max) if {
 }
 
 _h3 contains sprintf("docker config ulimit keys %v are not allowed", [sort(extra)]) if {
-	ulimit := _config.ulimit
-	is_object(ulimit)
-	extra := object.keys(object.remove(ulimit, object.keys(_cfg.docker.ulimit_max)))
+	extra := object.keys(object.remove(_ulimit, object.keys(_cfg.docker.ulimit_max)))
 	count(extra) > 0
 }
 

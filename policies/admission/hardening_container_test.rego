@@ -141,27 +141,58 @@ test_h3_memory_max_equal_or_zero_is_allowed if {
 
 test_h3_ulimit_missing_denies if {
 	_ids(_without(_cfg("ulimit"))) == {"H3"}
-	_ids(_without(_cfg("ulimit/nproc"))) == {"H3"}
+	_ids(_with(_cfg("ulimit"), null)) == {"H3"}
+	_ids(_without(_cfg("ulimit/0/nproc"))) == {"H3"}
 }
 
 test_h3_ulimit_hard_above_max_denies if {
-	_ids(_with(_cfg("ulimit/nofile"), "1024:65536")) == {"H3"}
-	_ids(_with(_cfg("ulimit/nproc"), "1025")) == {"H3"}
+	_ids(_with(_cfg("ulimit/0/nofile"), "1024:65536")) == {"H3"}
+	_ids(_with(_cfg("ulimit/0/nproc"), "1025")) == {"H3"}
 }
 
 test_h3_ulimit_malformed_denies if {
-	_ids(_with(_cfg("ulimit/nofile"), "-1")) == {"H3"}
-	_ids(_with(_cfg("ulimit/nofile"), 1024)) == {"H3"}
-	_ids(_with(_cfg("ulimit/nofile"), "2048:1024")) == {"H3"}
+	_ids(_with(_cfg("ulimit/0/nofile"), "-1")) == {"H3"}
+	_ids(_with(_cfg("ulimit/0/nofile"), 1024)) == {"H3"}
+	_ids(_with(_cfg("ulimit/0/nofile"), "2048:1024")) == {"H3"}
 }
 
 test_h3_ulimit_single_value_within_max_is_allowed if {
-	_ids(_with(_cfg("ulimit/nofile"), "4096")) == set()
+	_ids(_with(_cfg("ulimit/0/nofile"), "4096")) == set()
+}
+
+test_h3_ulimit_list_of_one_map_with_soft_below_hard_is_allowed if {
+	_ids(_with(_cfg("ulimit"), [{"nofile": "512:1024", "nproc": "256:512"}])) == set()
 }
 
 test_h3_other_ulimit_denies if {
-	d := _decision(_with(_cfg("ulimit/rtprio"), "99:99"))
+	d := _decision(_with(_cfg("ulimit/0/rtprio"), "99:99"))
 	d.violations == {{"rule": "H3", "msg": "docker config ulimit keys [\"rtprio\"] are not allowed"}}
+}
+
+_ulimit_form_msg := {"rule": "H3", "msg": "docker config ulimit must be a list of exactly one map of strings"}
+
+# The docker driver registers an object and then fails the task at start ("list of map of
+# string required").
+test_h3_ulimit_object_form_denies if {
+	d := _decision(_with(_cfg("ulimit"), {"nofile": "1024:1024", "nproc": "512:512"}))
+	d.violations == {_ulimit_form_msg}
+	_ids(_with(_cfg("ulimit"), {"nofile": "1024:1024", "nproc": "512:512"})) == {"H3"}
+}
+
+# Nomad merges the maps of a longer list: one map is what H3 checked.
+test_h3_ulimit_several_maps_denies if {
+	two := [{"nofile": "1024:1024"}, {"nproc": "512:512"}]
+	d := _decision(_with(_cfg("ulimit"), two))
+	d.violations == {_ulimit_form_msg}
+	_ids(_with(_cfg("ulimit"), two)) == {"H3"}
+	_ids(_with(_cfg("ulimit/-"), {"nofile": "1048576:1048576"})) == {"H3"}
+}
+
+test_h3_ulimit_other_shapes_deny if {
+	every ulimit in [[], [[]], ["nofile=1024"], "nofile=1024:1024", [{"nofile": 1024, "nproc": "512:512"}]] {
+		_decision(_with(_cfg("ulimit"), ulimit)).violations == {_ulimit_form_msg}
+		_ids(_with(_cfg("ulimit"), ulimit)) == {"H3"}
+	}
 }
 
 test_h3_init_ipc_cpu_hard_limit_deny if {
@@ -214,13 +245,16 @@ test_h10_egress_requires_egress_runtime if {
 
 test_h11_image_not_allowlisted_denies if {
 	_ids(_with(_cfg("image"), "evil:latest")) == {"H11"}
-	_ids(_with(_cfg("image"), "ubuntu:24.04@sha256:0000")) == {"H11"}
+	_ids(_with(_cfg("image"), concat("", [_image, "@sha256:0000"]))) == {"H11"}
 }
 
 test_h11_image_missing_denies if {
 	_ids(_without(_cfg("image"))) == {"H11"}
 }
 
-test_h11_other_allowlisted_image_is_allowed if {
-	_ids(_with(_cfg("image"), "alpine:3.20")) == set()
+test_h11_every_allowlisted_image_is_allowed if {
+	count(_data.images.allowed) > 1
+	every image in _data.images.allowed {
+		_ids(_with(_cfg("image"), image)) == set()
+	}
 }

@@ -77,8 +77,11 @@ _sleep_within(n) if n <= _sleep_max
 #   by sandbox.id and Name must equal ID (the record, the session token and the Nomad job
 #   name the same sandbox, or destroy and the reaper would act on another job); sandbox.id
 #   must match sandbox_id_pattern (odd characters have let jobs skip admission in peer
-#   projects); and Meta["sandgate.sandbox_id"] must equal sandbox.id, which reconciliation
-#   (L4) uses to map jobs back to records.
+#   projects); Meta["sandgate.sandbox_id"] must equal sandbox.id, which reconciliation (L4)
+#   uses to map jobs back to records; and the docker config labels, when set (not absent or
+#   null), must be a list of exactly one map of strings, the shape the docker driver requires
+#   (an object registers but fails the task at start, and Nomad merges the maps of a longer
+#   list).
 # custom:
 #   id: H9
 #   severity: high
@@ -116,4 +119,14 @@ _sandbox_id_ok if {
 
 _h9 contains "job Meta sandgate.sandbox_id must equal the sandbox id" if {
 	not input.job.Meta["sandgate.sandbox_id"] == input.sandbox.id
+}
+
+_h9 contains "docker config labels must be a list of exactly one map of strings" if {
+	_config.labels != null
+	not _labels_ok
+}
+
+_labels_ok if {
+	[labels] := _config.labels
+	_string_map(labels)
 }

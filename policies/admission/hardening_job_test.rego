@@ -87,3 +87,33 @@ test_h9_meta_sandbox_id_mismatch_denies if {
 	_ids(_with("/job/Meta/sandgate.sandbox_id", "othersandbox1")) == {"H9"}
 	_ids(_with("/job/Meta", null)) == {"H9"}
 }
+
+_labels_form_msg := {"rule": "H9", "msg": "docker config labels must be a list of exactly one map of strings"}
+
+test_h9_labels_absent_null_or_with_other_keys_are_allowed if {
+	_ids(_without(_cfg("labels"))) == set()
+	_ids(_with(_cfg("labels"), null)) == set()
+	_ids(_with(_cfg("labels/0/team"), "ci")) == set()
+}
+
+# The docker driver registers an object and then fails the task at start ("list of map of
+# string required").
+test_h9_labels_object_form_denies if {
+	d := _decision(_with(_cfg("labels"), {"sandgate.sandbox_id": _sandbox_id}))
+	d.violations == {_labels_form_msg}
+	_ids(_with(_cfg("labels"), {"sandgate.sandbox_id": _sandbox_id})) == {"H9"}
+}
+
+# Nomad merges the maps of a longer list.
+test_h9_labels_several_maps_deny if {
+	d := _decision(_with(_cfg("labels/-"), {"sandgate.sandbox_id": "othersandbox1"}))
+	d.violations == {_labels_form_msg}
+	_ids(_with(_cfg("labels/-"), {"sandgate.sandbox_id": "othersandbox1"})) == {"H9"}
+}
+
+test_h9_labels_other_shapes_deny if {
+	every labels in [[], {}, "", [[]], ["sandgate.sandbox_id=x"], [{"sandgate.sandbox_id": 1}]] {
+		_decision(_with(_cfg("labels"), labels)).violations == {_labels_form_msg}
+		_ids(_with(_cfg("labels"), labels)) == {"H9"}
+	}
+}

@@ -52,7 +52,7 @@ tokens := {
 requests := {
 	"POST /v1/sandboxes": {"params": {}, "body": {
 		"ttl_seconds": 3600, "profile": "strict", "network": "none",
-		"cpu_mhz": 500, "memory_mb": 512, "image": "ubuntu:24.04", "node": "w1",
+		"cpu_mhz": 500, "memory_mb": 512, "image": cfg.images.default, "node": "w1",
 	}},
 	"GET /v1/sandboxes": {"params": {}},
 	"GET /v1/sandboxes/:id": {"params": {"id": sid}},

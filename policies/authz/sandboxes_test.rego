@@ -347,12 +347,13 @@ test_h11_allowlisted_images if {
 }
 
 test_h11_image_not_allowlisted if {
-	ids(create_with({"image": "ubuntu:latest"})) == {"H11"}
-	ids(create_with({"image": "docker.io/library/ubuntu:24.04"})) == {"H11"}
+	ids(create_with({"image": "evil:latest"})) == {"H11"}
+	ids(create_with({"image": concat("", ["docker.io/library/", cfg.images.default])})) == {"H11"}
+	ids(create_with({"image": concat("", [cfg.images.default, "@sha256:0000"])})) == {"H11"}
 }
 
 test_h11_image_not_a_string if {
-	ids(create_with({"image": ["ubuntu:24.04"]})) == {"H11"}
+	ids(create_with({"image": [cfg.images.default]})) == {"H11"}
 }
 
 test_h11_applies_to_operators_too if {

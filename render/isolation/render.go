@@ -5,6 +5,7 @@ import (
 	_ "embed" // the script template
 	"fmt"
 	"maps"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -34,12 +35,17 @@ const inspectFormat = `{{.Driver}}|{{range .IPAM.Config}}{{.Subnet}}|{{.Gateway}
 	`{{index .Options "com.docker.network.bridge.name"}}|{{index .Options "com.docker.network.bridge.enable_icc"}}|` +
 	`{{.EnableIPv6}}|{{index .Labels "sandgate.isolation"}}|{{index .Labels "sandgate.resolvers"}}`
 
-// scriptData is what the template sees: the plan and the two values derived
-// from it for `docker network inspect`.
+// scriptData is what the template sees: the plan, the two values derived
+// from it for `docker network inspect`, and the probe root of a test
+// rendering (ScriptWithProbeRoot); both are empty in every other rendering.
 type scriptData struct {
 	*Plan
 	InspectFormat string
 	NetworkWant   string
+	// ProbeRoot is the directory the control-plane indicators of a test
+	// rendering read instead of this host; Probe is the shell word the
+	// template puts in front of every host path they read ("$PROBE_ROOT").
+	ProbeRoot, Probe string
 }
 
 func (d scriptData) chainRules() []Rule {
@@ -52,8 +58,30 @@ func (d scriptData) chainRules() []Rule {
 	return out
 }
 
-// Script renders the bash script that carries out the plan.
-func (p *Plan) Script() ([]byte, error) {
+// Script renders the bash script that carries out the plan. Its
+// control-plane indicators read this host itself; nothing at run time (no
+// flag, no environment variable) can point them elsewhere.
+func (p *Plan) Script() ([]byte, error) { return p.script("") }
+
+// ScriptWithProbeRoot is a test seam, never used by the CLI: it renders the
+// script as Script does, except that every control-plane indicator reads its
+// facts under root instead of this host: root/proc/PID/cmdline (the running
+// agents), root/proc/net/{tcp,tcp6,udp,udp6} (the listeners),
+// root/proc/sys/kernel/hostname (instead of uname -n), and root followed by
+// the Nomad config dir and by each -config path. It lets a test --apply the
+// bundle for real on a host that runs a Nomad server of its own (a
+// developer's, an end-to-end suite's), which Script rightly refuses. Every
+// indicator still runs, and fails closed, against root's facts; the script
+// says in its header and on stderr, at every run, that it does not check the
+// host it runs on. root must be an absolute, clean path other than "/".
+func (p *Plan) ScriptWithProbeRoot(root string) ([]byte, error) {
+	if root == "" || root == "/" || !pathRe.MatchString(root) || filepath.Clean(root) != root {
+		return nil, fmt.Errorf("isolation: probe root %q: want an absolute, clean path other than /, of [A-Za-z0-9/._+@:-]", root)
+	}
+	return p.script(root)
+}
+
+func (p *Plan) script(probeRoot string) ([]byte, error) {
 	if tmplErr != nil {
 		return nil, fmt.Errorf("isolation: script template: %w", tmplErr)
 	}
@@ -64,6 +92,10 @@ func (p *Plan) Script() ([]byte, error) {
 		NetworkWant: strings.Join([]string{n.Driver, n.Subnet, n.Gateway, n.Bridge,
 			fmt.Sprint(n.InterContainer), fmt.Sprint(n.IPv6), n.Labels["sandgate.isolation"],
 			n.Labels["sandgate.resolvers"]}, "|"),
+		ProbeRoot: probeRoot,
+	}
+	if probeRoot != "" {
+		d.Probe = `"$PROBE_ROOT"`
 	}
 	var buf bytes.Buffer
 	if err := tmpl.Execute(&buf, d); err != nil {

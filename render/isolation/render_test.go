@@ -127,3 +127,61 @@ func TestApplyAddsTheFirewallBeforeTheNetworkAndRemoveGoesInReverse(t *testing.T
 		}
 	}
 }
+
+// The control-plane indicators of the script the CLI prints read this host
+// itself, with no override; only ScriptWithProbeRoot's test rendering reads
+// a probe root, for every host path an indicator reads, and says so.
+func TestOnlyTheTestRenderingReadsAProbeRoot(t *testing.T) {
+	t.Parallel()
+	p, err := New(overlayConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod, err := p.Script()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, absent := range []string{"PROBE_ROOT", "TEST RENDERING", "probe_root"} {
+		if strings.Contains(string(prod), absent) {
+			t.Errorf("the script the CLI prints contains %q", absent)
+		}
+	}
+	const root = "/tmp/probe-root"
+	test, err := p.ScriptWithProbeRoot(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(test)
+	for _, want := range []string{
+		"\n# !!! TEST RENDERING (isolation.Plan.ScriptWithProbeRoot), NOT FOR ANY REAL HOST !!!\n",
+		"\nreadonly PROBE_ROOT='" + root + "'\n",
+		"\n\t\tp=$PROBE_ROOT$p\n", // config_files: the config dir and every -config
+		"host=$(<\"$PROBE_ROOT\"/proc/sys/kernel/hostname) || return 2\n",
+		"\ncontrol_plane_clear() {\n\tlocal id evidence rc present=0\n\tprobe_root_warning\n",
+		"\nprobe_root_warning\npreconditions\n",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("the test rendering lacks %q", want)
+		}
+	}
+	// Outside comments, every /proc path is under the probe root, except the
+	// agent's cwd that agent_config records (config_files prefixes it), and
+	// uname -n is gone.
+	for i, line := range strings.Split(s, "\n") {
+		code := strings.TrimSpace(line)
+		if strings.HasPrefix(code, "#") || code == `*) AGENT_CONFIGS+=("/proc/$1/cwd/$2") ;;` {
+			continue
+		}
+		if strings.Contains(code, "uname") {
+			t.Errorf("line %d of the test rendering reads uname: %s", i+1, code)
+		}
+		if n, under := strings.Count(code, "/proc/"), strings.Count(code, `"$PROBE_ROOT"/proc/`); n != under {
+			t.Errorf("line %d of the test rendering reads /proc outside the probe root: %s", i+1, code)
+		}
+	}
+	for _, bad := range []string{"", "/", "relative/dir", "/tmp/../etc", "/tmp/probe root", "/tmp/x/", "/tmp/$(id)"} {
+		if _, err := p.ScriptWithProbeRoot(bad); err == nil {
+			t.Errorf("probe root %q was accepted", bad)
+		}
+	}
+}

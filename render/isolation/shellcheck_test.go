@@ -14,10 +14,21 @@ func TestTheScriptsAreShellcheckClean(t *testing.T) {
 	if err != nil {
 		t.Skip("shellcheck is not installed (apt-get install -y shellcheck)")
 	}
-	for name, cfg := range map[string]Config{"default": DefaultConfig(), "overlays and extra ports": overlayConfig()} {
+	for name, probeRoot := range map[string]string{"default": "", "overlays and extra ports": "", "probe-root test rendering": "/tmp/probe-root"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, script, err := Render(cfg)
+			cfg := DefaultConfig()
+			if name == "overlays and extra ports" {
+				cfg = overlayConfig()
+			}
+			p, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			script, err := p.Script()
+			if probeRoot != "" {
+				script, err = p.ScriptWithProbeRoot(probeRoot)
+			}
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -46,7 +46,13 @@ func comparable(table string, ours ...string) string {
 // address are unreachable, while the same probes pass from a container on a
 // plain network and from the same container once the rules are removed.
 // The network and bridge take a per-run name instead of sandgate-egress,
-// so a real installation on this host is never touched.
+// so a real installation on this host is never touched. The bundle applies
+// in this host's own network namespace, whose listeners the script reads:
+// a Nomad server on this host (a developer's, the end-to-end suite's) would
+// rightly make it refuse. So the script is the test rendering whose
+// control-plane indicators read a fake worker's facts (newFakeWorker)
+// instead of this host's; TestApplyRefusesOnAControlPlane proves them on
+// the script `sandgate isolation render` prints.
 func TestTheBundleIsolatesARealDockerContainer(t *testing.T) {
 	requireRootAndTools(t, "ip", "iptables", "iptables-save", "bash")
 	if _, err := exec.LookPath("docker"); err != nil {
@@ -80,12 +86,15 @@ func TestTheBundleIsolatesARealDockerContainer(t *testing.T) {
 
 	ctlGW := dockerNetwork(t, ctl, subnets[1])
 	cfg := isolation.DefaultConfig()
-	cfg.Bridge, cfg.Subnet, cfg.NomadConfigDir = net, subnets[0].String(), t.TempDir()
-	script := writeScript(t, cfg)
+	cfg.Bridge, cfg.Subnet = net, subnets[0].String()
+	worker := newFakeWorker(t)
+	script := writeProbeRootScript(t, cfg, string(worker))
 	t.Cleanup(func() { runScript(t, "", script, "--remove") })
 
 	if r := runScript(t, "", script, "--apply"); r.code != 0 {
 		t.Fatalf("apply: %s", r)
+	} else if !strings.Contains(r.stderr, "control-plane indicator reads "+string(worker)+", NOT this host") {
+		t.Fatalf("apply does not warn that its indicators read %s: %s", worker, r)
 	}
 	if r := runScript(t, "", script, "--apply"); r.code != 0 || strings.Contains(r.stdout, "added") {
 		t.Fatalf("second apply: %s, want exit 0 adding nothing", r)

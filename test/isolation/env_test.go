@@ -82,13 +82,35 @@ func iptIn(t *testing.T, ns string, args ...string) {
 	must(t, name, argv...)
 }
 
-// writeScript renders cfg and writes the script to a temporary file.
+// writeScript renders cfg as `sandgate isolation render` does and writes
+// the script to a temporary file.
 func writeScript(t *testing.T, cfg isolation.Config) string {
 	t.Helper()
 	_, script, err := isolation.Render(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return saveScript(t, script)
+}
+
+// writeProbeRootScript renders cfg as the test rendering whose
+// control-plane indicators read root instead of this host
+// (Plan.ScriptWithProbeRoot), and writes it to a temporary file.
+func writeProbeRootScript(t *testing.T, cfg isolation.Config, root string) string {
+	t.Helper()
+	p, err := isolation.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := p.ScriptWithProbeRoot(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return saveScript(t, script)
+}
+
+func saveScript(t *testing.T, script []byte) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "sandgate-isolation.sh")
 	if err := os.WriteFile(path, script, 0o600); err != nil {
 		t.Fatal(err)
@@ -104,10 +126,17 @@ func inNS(ns string, argv ...string) (string, []string) {
 	return "ip", append([]string{"netns", "exec", ns}, argv...)
 }
 
-// runScript runs the script in netns ns with the given mode flags.
+// runScript runs the script in netns ns with the given mode flags. In a
+// test netns (ns not "") it also gets a pid and mount namespace of its own
+// (see pidNS), so that no process of this host is a control-plane
+// indicator there.
 func runScript(t *testing.T, ns, script string, flags ...string) result {
 	t.Helper()
-	name, args := inNS(ns, append([]string{"bash", script}, flags...)...)
+	argv := append([]string{"bash", script}, flags...)
+	if ns != "" {
+		argv = append([]string{"unshare", "--pid", "--fork", "--mount-proc", "--kill-child"}, argv...)
+	}
+	name, args := inNS(ns, argv...)
 	r := execute(t, name, args...)
 	t.Logf("%s %s: exit %d", filepath.Base(script), strings.Join(flags, " "), r.code)
 	return r

@@ -88,12 +88,9 @@ func newTopology(t *testing.T) *topology {
 	return tp
 }
 
-// workerConfigDir is a Nomad client's configuration: a client, not a
-// server (its server block is disabled), with worker meta.
-func workerConfigDir(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	conf := `# a worker
+// workerHCL is a Nomad client's configuration: a client, not a server (its
+// server block is disabled), with worker meta.
+const workerHCL = `# a worker
 name = "worker-1"
 server {
   enabled = false
@@ -105,7 +102,12 @@ client {
   }
 }
 `
-	if err := os.WriteFile(filepath.Join(dir, "client.hcl"), []byte(conf), 0o600); err != nil {
+
+// workerConfigDir is a directory holding workerHCL.
+func workerConfigDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "client.hcl"), []byte(workerHCL), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -122,7 +124,7 @@ func expectReached(t *testing.T, outs []outcome) {
 }
 
 func TestTheBundleDropsWhatItMustWithRealIptables(t *testing.T) {
-	requireRootAndTools(t, "ip", "iptables", "iptables-save", "bash")
+	requireRootAndTools(t, "ip", "iptables", "iptables-save", "bash", "unshare")
 	tp := newTopology(t)
 	h := tp.host
 	cfg := isolation.DefaultConfig()

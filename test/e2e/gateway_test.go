@@ -1,0 +1,410 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// gwNode is a node a test's gateway enrolls at start.
+type gwNode struct {
+	Name         string `json:"name"`
+	MaxSandboxes int64  `json:"max_sandboxes,omitempty"`
+	CPUMHz       int64  `json:"cpu_mhz,omitempty"`
+	MemoryMB     int64  `json:"memory_mb,omitempty"`
+}
+
+// gwOptions shapes a test's gateway; zero values take the suite's defaults.
+type gwOptions struct {
+	Nodes             []gwNode // default: the shared node
+	ReaperInterval    string   // default "1s"
+	ReconcileInterval string   // default "3s"
+	ReclaimInterval   string   // default "2s"
+	// Agents are the subjects of agent tokens minted before the start.
+	Agents []string
+}
+
+// gw is one `sandgate serve` process of a test, in its own data dir and
+// Nomad namespace.
+type gw struct {
+	t         *testing.T
+	dir       string
+	config    string
+	namespace string
+	url       string
+	operator  string
+	agents    map[string]string // subject -> agent token
+	nomad     *api.Client       // scoped to the namespace
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	log    *bytes.Buffer
+	exited chan struct{}
+}
+
+var listeningAddr = regexp.MustCompile(`msg="sandgate gateway listening" addr=([0-9.:]+)`)
+
+// startGateway mints an operator token offline, writes the config and
+// starts the gateway; the test's cleanup stops it and purges its jobs.
+func startGateway(t *testing.T, o gwOptions) *gw {
+	t.Helper()
+	need(t)
+	n := suite.seq.Add(1)
+	ns := fmt.Sprintf("e2e-%d-%s", n, strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(t.Name(), "-")))
+	if len(ns) > 60 {
+		ns = ns[:60]
+	}
+	ns = strings.TrimRight(ns, "-")
+	if _, err := suite.api.Namespaces().Register(&api.Namespace{Name: ns, Description: "sandgate e2e " + t.Name()}, nil); err != nil {
+		t.Fatalf("create namespace %s: %v", ns, err)
+	}
+	nc, err := api.NewClient(&api.Config{Address: suite.server.httpAddr, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gw{t: t, dir: filepath.Join(suite.dir, "gw-"+ns), namespace: ns, nomad: nc}
+	if err := os.MkdirAll(g.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Nodes) == 0 {
+		o.Nodes = []gwNode{{Name: sharedNode, MaxSandboxes: 20, CPUMHz: 4000, MemoryMB: 8192}}
+	}
+	or := func(v, def string) string {
+		if v == "" {
+			return def
+		}
+		return v
+	}
+	cfg := map[string]any{
+		"listen":             "127.0.0.1:0",
+		"data_dir":           g.dir,
+		"policy_dir":         suite.policyDir,
+		"nomad":              map[string]any{"address": suite.server.httpAddr, "namespace": ns, "timeout": "10s"},
+		"reaper_interval":    or(o.ReaperInterval, "1s"),
+		"reconcile_interval": or(o.ReconcileInterval, "3s"),
+		"reclaim_interval":   or(o.ReclaimInterval, "2s"),
+		"nodes":              o.Nodes,
+	}
+	b, _ := json.MarshalIndent(cfg, "", "  ")
+	g.config = filepath.Join(g.dir, "serve.json")
+	if err := os.WriteFile(g.config, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g.operator = g.mint(t, "operator", "e2e-operator")
+	g.agents = map[string]string{}
+	for _, sub := range o.Agents {
+		g.agents[sub] = g.mint(t, "agent", sub)
+	}
+	t.Cleanup(func() {
+		g.stop()
+		if t.Failed() {
+			t.Logf("gateway log (%s):\n%s", g.dir, g.logText())
+		}
+		g.purgeJobs()
+	})
+	g.start(t)
+	return g
+}
+
+// mint mints a token offline with the gateway's key (the gateway must be
+// stopped: the store is locked while it runs).
+func (g *gw) mint(t *testing.T, role, subject string) string {
+	t.Helper()
+	cmd := exec.Command(suite.gateway, "token", "mint", "--offline", "--role", role, "--subject", subject, //nolint:gosec // G204: the binary the suite built
+		"--ttl", "2h", "--data", g.dir, "--policy-dir", suite.policyDir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("token mint %s: %v\n%s", role, err, stderr.String())
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func (g *gw) start(t *testing.T) {
+	t.Helper()
+	cmd := exec.Command(suite.gateway, "serve", "--config", g.config) //nolint:gosec // G204: the binary the suite built
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	g.mu.Lock()
+	g.cmd, g.exited = cmd, make(chan struct{})
+	if g.log == nil {
+		g.log = &bytes.Buffer{}
+	}
+	logBuf := g.log
+	g.mu.Unlock()
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			g.mu.Lock()
+			logBuf.WriteString(line + "\n")
+			g.mu.Unlock()
+			if m := listeningAddr.FindStringSubmatch(line); m != nil {
+				select {
+				case addr <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	exited := g.exited
+	go func() { _ = cmd.Wait(); close(exited) }()
+	select {
+	case a := <-addr:
+		g.url = "http://" + a
+	case <-exited:
+		t.Fatalf("sandgate serve exited at start:\n%s", g.logText())
+	case <-time.After(90 * time.Second):
+		t.Fatalf("sandgate serve did not listen within 90 s:\n%s", g.logText())
+	}
+}
+
+// stop ends the gateway with SIGINT, as an operator would.
+func (g *gw) stop() { g.signal(os.Interrupt) }
+
+// kill9 ends the gateway with SIGKILL: no shutdown code runs.
+func (g *gw) kill9() { g.signal(os.Kill) }
+
+func (g *gw) signal(sig os.Signal) {
+	g.mu.Lock()
+	cmd, exited := g.cmd, g.exited
+	g.cmd = nil
+	g.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+}
+
+func (g *gw) logText() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.log == nil {
+		return ""
+	}
+	return g.log.String()
+}
+
+// purgeJobs removes what the test left in its namespace, even after a
+// failure.
+func (g *gw) purgeJobs() {
+	jobs, _, err := g.nomad.Jobs().List(nil)
+	if err != nil {
+		return
+	}
+	for _, j := range jobs {
+		_, _, _ = g.nomad.Jobs().Deregister(j.ID, true, nil)
+	}
+}
+
+// jobs lists the job ids in the test's namespace.
+func (g *gw) jobs(t *testing.T) []string {
+	t.Helper()
+	list, _, err := g.nomad.Jobs().List(nil)
+	if err != nil {
+		t.Fatalf("list jobs: %v", err)
+	}
+	ids := make([]string, 0, len(list))
+	for _, j := range list {
+		if j.Status != "dead" || !j.Stop {
+			ids = append(ids, j.ID)
+		}
+	}
+	return ids
+}
+
+// reply is an HTTP answer.
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r reply) object(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("status %d: not a JSON object: %s", r.status, r.body)
+	}
+	return m
+}
+
+func (r reply) String() string { return fmt.Sprintf("%d %s", r.status, bytes.TrimSpace(r.body)) }
+
+var httpClient = &http.Client{Timeout: 5 * time.Minute}
+
+func (g *gw) do(t *testing.T, method, path, tok string, body any) reply {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, g.url+path, rd) //nolint:noctx // bounded by the client's timeout
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return reply{resp.StatusCode, resp.Header, data}
+}
+
+// sandbox is a created sandbox and its session token.
+type sandbox struct {
+	id      string
+	session string
+	view    map[string]any
+}
+
+// create creates a sandbox and fails the test unless it runs.
+func (g *gw) create(t *testing.T, tok string, body map[string]any) sandbox {
+	t.Helper()
+	if body == nil {
+		body = map[string]any{}
+	}
+	if _, ok := body["node"]; !ok {
+		body["node"] = sharedNode
+	}
+	if _, ok := body["cpu_mhz"]; !ok {
+		body["cpu_mhz"] = 100
+	}
+	if _, ok := body["memory_mb"]; !ok {
+		body["memory_mb"] = 128
+	}
+	r := g.do(t, http.MethodPost, "/v1/sandboxes", tok, body)
+	if r.status != http.StatusCreated {
+		t.Fatalf("create %v: %s", body, r)
+	}
+	m := r.object(t)
+	id, _ := m["id"].(string)
+	if m["state"] != "running" {
+		t.Fatalf("the sandbox does not run on the real agent: state %v, last_error %v (%s)", m["state"], m["last_error"], r)
+	}
+	session, _ := m["token"].(string)
+	if id == "" || session == "" {
+		t.Fatalf("create answered no id or session token: %s", r)
+	}
+	return sandbox{id: id, session: session, view: m}
+}
+
+// execResult is the JSON answer of an exec.
+type execResult struct {
+	ExitCode        *int   `json:"exit_code"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutBytes     int64  `json:"stdout_bytes"`
+	StderrBytes     int64  `json:"stderr_bytes"`
+	StdoutTruncated bool   `json:"stdout_truncated"`
+	StderrTruncated bool   `json:"stderr_truncated"`
+	Truncated       bool   `json:"truncated"`
+	TimedOut        bool   `json:"timed_out"`
+	DurationMS      int64  `json:"duration_ms"`
+}
+
+func (e execResult) code() int {
+	if e.ExitCode == nil {
+		return -1
+	}
+	return *e.ExitCode
+}
+
+// exec runs a command and fails the test unless the gateway answered 200.
+func (g *gw) exec(t *testing.T, id, tok string, body map[string]any) execResult {
+	t.Helper()
+	r := g.do(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", tok, body)
+	if r.status != http.StatusOK {
+		t.Fatalf("exec %v: %s", body, r)
+	}
+	var res execResult
+	if err := json.Unmarshal(r.body, &res); err != nil {
+		t.Fatalf("exec answer: %v: %s", err, r.body)
+	}
+	return res
+}
+
+// sh runs a shell script in the sandbox and returns its stdout, failing the
+// test on a non-zero exit.
+func (g *gw) sh(t *testing.T, id, tok, script string) string {
+	t.Helper()
+	res := g.exec(t, id, tok, map[string]any{"argv": []string{"sh", "-c", script}})
+	if res.code() != 0 {
+		t.Fatalf("sh -c %q: exit %d, stderr %q", script, res.code(), res.Stderr)
+	}
+	return res.Stdout
+}
+
+// status reads a sandbox with the operator token.
+func (g *gw) status(t *testing.T, id string) map[string]any {
+	t.Helper()
+	r := g.do(t, http.MethodGet, "/v1/sandboxes/"+id, g.operator, nil)
+	if r.status != http.StatusOK {
+		t.Fatalf("status %s: %s", id, r)
+	}
+	return r.object(t)
+}
+
+// eventually polls cond until it holds or d passes.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", d, what)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// expectProblem checks a problem+json answer's status and code.
+func expectProblem(t *testing.T, r reply, status int, code string) map[string]any {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("want %d %s, got %s", status, code, r)
+	}
+	m := r.object(t)
+	if m["code"] != code {
+		t.Fatalf("want code %s, got %s", code, r)
+	}
+	return m
+}
