@@ -74,7 +74,8 @@ type Sandbox struct {
 	UpdatedAt time.Time         `json:"updated_at"`
 	EndedAt   time.Time         `json:"ended_at,omitzero"`
 	// EndReason says why a terminal record ended: destroyed, expired,
-	// job_missing, placement_failed, register_failed, reclaimed.
+	// job_missing, placement_failed, register_failed, reclaimed, lost,
+	// disk_quota.
 	EndReason string `json:"end_reason,omitempty"`
 	// AllocID is the Nomad allocation once one is placed.
 	AllocID string `json:"alloc_id,omitempty"`

@@ -38,9 +38,13 @@ _live_states := {"starting", "running"}
 #                      a create that did not start
 #   reclaimed          the node drained, left, or crossed a usage threshold: the
 #                      reclaim decision (R2, R3) or the hosts decision (R2) ordered it
+#   lost               Nomad replaced or ended the sandbox's allocation (its node was
+#                      lost and came back with a new, empty container): its state is gone
+#   disk_quota         the sandbox wrote more to Nomad's task directories (/alloc,
+#                      /local) than the reclaim decision's disk quota allows (H5)
 #   orphan             reconcile: a job with the prefix and no live record (L4)
 _reasons := {
-	"end": {"destroyed", "expired", "job_missing", "placement_failed", "register_failed", "placement_unknown", "start_timeout", "reclaimed"},
+	"end": {"destroyed", "expired", "job_missing", "placement_failed", "register_failed", "placement_unknown", "start_timeout", "reclaimed", "lost", "disk_quota"},
 	"purge": {"orphan"},
 }
 

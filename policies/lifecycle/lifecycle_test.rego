@@ -39,7 +39,7 @@ allowed(inp) if {
 # --- the allowed paths -----------------------------------------------------------------
 
 test_every_end_reason_is_allowed_with_all_effects if {
-	every reason in {"destroyed", "expired", "placement_failed", "register_failed", "placement_unknown", "start_timeout", "reclaimed"} {
+	every reason in {"destroyed", "expired", "placement_failed", "register_failed", "placement_unknown", "start_timeout", "reclaimed", "lost", "disk_quota"} {
 		allowed(ending(reason))
 	}
 }
