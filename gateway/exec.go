@@ -77,17 +77,18 @@ func (s *Server) execSandbox(c echo.Context) error {
 		res.TimedOut = elapsed >= timeout
 	case errors.Is(err, context.DeadlineExceeded) && c.Request().Context().Err() == nil:
 		res.TimedOut = true
-	case errors.Is(err, nomad.ErrNotFound):
-		return notRunning(rec.ID, "gone from Nomad")
-	default:
+	case errors.Is(err, nomad.ErrCommandNotStarted):
 		var ne *nomad.Error
-		if errors.Is(err, nomad.ErrCommandNotStarted) && errors.As(err, &ne) {
-			n := 127
-			res.ExitCode = &n
-			stderr.reset([]byte("sandgate: Nomad could not start the command: " + ne.Msg + "\n"))
-			break
-		}
-		return nomadUnavailable("the exec stream failed before the command's exit code arrived; the command may still be running until its timeout", err)
+		errors.As(err, &ne)
+		n := 127
+		res.ExitCode = &n
+		stderr.reset([]byte("sandgate: Nomad could not start the command: " + orText(ne.Msg, err.Error()) + "\n"))
+	case c.Request().Context().Err() != nil:
+		return err // the caller went away; nobody reads an answer
+	default:
+		// Nomad could not serve the exec (a node that is down answers
+		// "No path to node"): what became of the allocation decides.
+		return s.streamFailed(c.Request().Context(), rec, "the exec stream (the command may still be running until its timeout)", err)
 	}
 	res.Stdout, res.StdoutBytes, res.StdoutTruncated = stdout.result()
 	res.Stderr, res.StderrBytes, res.StderrTruncated = stderr.result()
@@ -121,9 +122,17 @@ func (s *Server) sandboxLogs(c echo.Context) error {
 	data, err := s.cfg.Nomad.Logs(c.Request().Context(), rec.AllocID, s.taskName, stream, tail)
 	switch {
 	case errors.Is(err, nomad.ErrNotFound) && rec.State == store.StateRunning:
-		data = nil // Nomad answers 404 until the task has written anything
+		// Nomad answers 404 until the task has written anything, and also
+		// when the node is down ("No path to node"): the allocation decides.
+		f, detail, ferr := s.allocFate(c.Request().Context(), rec)
+		if ferr != nil || f != fateRunning {
+			return s.answerFate(c.Request().Context(), rec, "the logs", err, f, detail, ferr)
+		}
+		data = nil
 	case errors.Is(err, nomad.ErrNotFound):
 		return notRunning(rec.ID, "gone from Nomad (its logs were garbage-collected)")
+	case err != nil && rec.State == store.StateRunning:
+		return s.streamFailed(c.Request().Context(), rec, "the logs", err)
 	case err != nil:
 		return nomadUnavailable("Nomad did not return the logs", err)
 	}

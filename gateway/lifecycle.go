@@ -63,6 +63,12 @@ func endInput(rec store.Sandbox, reason string, effects policies.LifecycleEffect
 // budget and clears the token digest (L3, T4, B4). Ending a terminal record
 // is a no-op.
 func (s *Server) end(ctx context.Context, id, reason, principal string) (store.Sandbox, error) {
+	return s.endBecause(ctx, id, reason, "", principal)
+}
+
+// endBecause is end with a last error that says, for people, what happened
+// (kept on the record, shown by the API); "" keeps the record's.
+func (s *Server) endBecause(ctx context.Context, id, reason, lastError, principal string) (store.Sandbox, error) {
 	rec, err := s.cfg.Store.Get(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return rec, notFound(id)
@@ -79,7 +85,7 @@ func (s *Server) end(ctx context.Context, id, reason, principal string) (store.S
 	if err := s.cfg.Nomad.Purge(ctx, rec.JobID); err != nil {
 		return rec, nomadUnavailable("Nomad did not purge the job; the sandbox is unchanged, retry", err)
 	}
-	out, err := s.markEnded(ctx, id, store.StateEnded, reason, "")
+	out, err := s.markEnded(ctx, id, store.StateEnded, reason, lastError)
 	if errors.Is(err, errNotLive) { // ended concurrently: the same outcome
 		return s.cfg.Store.Get(ctx, id)
 	}

@@ -61,6 +61,7 @@ const (
 	codeMethodNotAllowed = "method_not_allowed"
 	codeNotRunning       = "sandbox_not_running"
 	codeExpired          = "sandbox_expired"
+	codeLost             = "sandbox_lost"
 	codeTooLarge         = "payload_too_large"
 	codeBudget           = "budget_exhausted"
 	codeNomadUnavailable = "nomad_unavailable"
@@ -87,6 +88,7 @@ var problemTitles = map[string]string{ //nolint:gosec // G101: titles of error c
 	codeBudget:           "Budget exhausted",
 	codeNomadUnavailable: "Nomad is unavailable",
 	codeNoNode:           "No node can host a sandbox",
+	codeLost:             "The sandbox was lost",
 	codeHostNotFound:     "No such host",
 	codeNotEnrolled:      "The host is not enrolled",
 	codeSandboxesLive:    "Sandboxes are live on the host",

@@ -35,6 +35,7 @@ type Nomad interface {
 	Register(ctx context.Context, job *api.Job) (string, error)
 	Job(ctx context.Context, id string) (nomad.JobInfo, error)
 	ListJobs(ctx context.Context) ([]nomad.JobInfo, error)
+	JobAllocations(ctx context.Context, jobID string) ([]nomad.Alloc, error)
 	Purge(ctx context.Context, id string) error
 	WaitPlacement(ctx context.Context, jobID, evalID string) (nomad.Placement, error)
 	Exec(ctx context.Context, allocID, task string, argv []string, stdin []byte, stdout, stderr io.Writer) (int, error)

@@ -10,11 +10,18 @@ import (
 // Alloc is one allocation of a gateway job.
 type Alloc struct {
 	ID, NodeID, NodeName, JobID string
+	// Name is the allocation's name ("<job>.<group>[0]"): a replacement
+	// Nomad places for a lost allocation carries the same name.
+	Name string
+	// CreateIndex orders a job's allocations: a higher one is newer.
+	CreateIndex uint64
 	// ClientStatus is "pending", "running", "complete", "failed", "lost" or
 	// "unknown".
 	ClientStatus string
-	// DesiredStatus is "run", "stop" or "evict".
-	DesiredStatus string
+	// DesiredStatus is "run", "stop" or "evict"; DesiredDescription says
+	// why, e.g. "alloc is lost since its node is down".
+	DesiredStatus      string
+	DesiredDescription string
 }
 
 // Allocation reads one allocation. An unknown allocation is ErrNotFound; one
@@ -33,8 +40,8 @@ func (c *Client) Allocation(ctx context.Context, allocID string) (Alloc, error) 
 			return Alloc{}, err
 		}
 		return Alloc{
-			ID: a.ID, NodeID: a.NodeID, NodeName: a.NodeName, JobID: a.JobID,
-			ClientStatus: a.ClientStatus, DesiredStatus: a.DesiredStatus,
+			ID: a.ID, NodeID: a.NodeID, NodeName: a.NodeName, JobID: a.JobID, Name: a.Name, CreateIndex: a.CreateIndex,
+			ClientStatus: a.ClientStatus, DesiredStatus: a.DesiredStatus, DesiredDescription: a.DesiredDescription,
 		}, nil
 	})
 }
@@ -68,7 +75,7 @@ func (c *Client) jobAllocs(ctx context.Context, op, jobID string) ([]*api.Alloca
 // allocFromStub copies the fields the gateway uses out of a stub.
 func allocFromStub(s *api.AllocationListStub) Alloc {
 	return Alloc{
-		ID: s.ID, NodeID: s.NodeID, NodeName: s.NodeName, JobID: s.JobID,
-		ClientStatus: s.ClientStatus, DesiredStatus: s.DesiredStatus,
+		ID: s.ID, NodeID: s.NodeID, NodeName: s.NodeName, JobID: s.JobID, Name: s.Name, CreateIndex: s.CreateIndex,
+		ClientStatus: s.ClientStatus, DesiredStatus: s.DesiredStatus, DesiredDescription: s.DesiredDescription,
 	}
 }

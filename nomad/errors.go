@@ -28,6 +28,11 @@ var (
 	// every 5xx (including the 500 Nomad answers to an invalid job; the
 	// *Error's Status and Msg say which).
 	ErrUnavailable = errors.New("nomad: unavailable")
+	// ErrNodeUnreachable: a client endpoint (exec, logs) could not reach the
+	// allocation's node: its agent is down or disconnected. Nomad answers
+	// "No path to node" (HTTP 404, or exec close 1008) at once, also while
+	// the node still reads ready; the allocation may come back with it.
+	ErrNodeUnreachable = errors.New("nomad: the allocation's node cannot be reached")
 	// ErrForbiddenJob: the job is outside the gateway's JobPrefix (or
 	// namespace); the client refused it without talking to Nomad (SPEC H9).
 	ErrForbiddenJob = errors.New("nomad: job outside the gateway's prefix")
@@ -106,6 +111,8 @@ func (c *Client) redact(s string) string {
 func (c *Client) statusError(op string, status int, body string) *Error {
 	var sentinel error
 	switch {
+	case noPathToNode(body):
+		sentinel = ErrNodeUnreachable
 	case status == http.StatusNotFound:
 		sentinel = ErrNotFound
 	case status == http.StatusTooManyRequests, status >= 500:
@@ -116,6 +123,10 @@ func (c *Client) statusError(op string, status int, body string) *Error {
 	}
 	return c.newError(op, status, body, sentinel)
 }
+
+// noPathToNode reports Nomad's wording for a client endpoint whose node it
+// cannot reach (nomad/structs ErrNoNodeConn, "No path to node").
+func noPathToNode(msg string) bool { return strings.Contains(msg, "No path to node") }
 
 // classify turns an error of the api package (or of the transport) into the
 // package's errors. ctx is the caller's context, callCtx the one bounded by

@@ -42,6 +42,8 @@ const (
 // code. Otherwise the exit code is -1 and the error is:
 //   - ctx's error (wrapped) when ctx ended: the command may still be running
 //     in the task, as Nomad does not stop it when the stream closes;
+//   - ErrNodeUnreachable when Nomad cannot reach the allocation's node
+//     (close 1008 "No path to node": its client agent is down);
 //   - ErrNotFound for an unknown allocation (close 1008; Nomad also uses 1008
 //     for other non-500 failures such as a denied ACL) or an HTTP 404;
 //   - an *Error with Status 1011 and Nomad's reason when the command could not
@@ -265,6 +267,9 @@ func (c *Client) execReadError(err error) error {
 	}
 	switch ce.Code {
 	case websocket.ClosePolicyViolation:
+		if noPathToNode(ce.Text) {
+			return c.newError(OpExec, ce.Code, ce.Text, ErrNodeUnreachable)
+		}
 		return c.newError(OpExec, ce.Code, ce.Text, ErrNotFound)
 	case websocket.CloseInternalServerErr:
 		// Nomad's wording for a command that could not start (recorded in

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 func TestNewValidatesTheConfig(t *testing.T) {
@@ -263,5 +265,24 @@ func TestACancelledContextReturnsItsError(t *testing.T) {
 	var e *Error
 	if errors.As(err, &e) {
 		t.Fatalf("a cancelled call is not an *Error: %v", err)
+	}
+}
+
+// Nomad answers "No path to node" when an allocation's client agent is down
+// (HTTP 404 on fs/logs, close 1008 on exec; seen on a real 1.6.5 agent):
+// that is an unreachable node, not a missing allocation.
+func TestNoPathToNodeIsAnUnreachableNode(t *testing.T) {
+	c := &Client{cfg: Config{}}
+	if err := c.statusError(OpLogs, 404, "No path to node"); !errors.Is(err, ErrNodeUnreachable) || errors.Is(err, ErrNotFound) {
+		t.Fatalf("logs 404 No path to node: %v", err)
+	}
+	if err := c.statusError(OpLogs, 404, `Unknown allocation "x"`); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("logs 404 unknown allocation: %v", err)
+	}
+	if err := c.execReadError(&websocket.CloseError{Code: websocket.ClosePolicyViolation, Text: "No path to node"}); !errors.Is(err, ErrNodeUnreachable) {
+		t.Fatalf("exec 1008 No path to node: %v", err)
+	}
+	if err := c.execReadError(&websocket.CloseError{Code: websocket.ClosePolicyViolation, Text: `Unknown allocation "x"`}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("exec 1008 unknown allocation: %v", err)
 	}
 }
