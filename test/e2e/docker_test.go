@@ -55,7 +55,7 @@ type container struct {
 
 // inspectSandbox finds the running container of a sandbox by the label
 // the renderer sets and inspects it.
-func inspectSandbox(t *testing.T, sandboxID string) container {
+func inspectSandbox(t testing.TB, sandboxID string) container {
 	t.Helper()
 	var ids string
 	eventually(t, 20*time.Second, "a running container labelled sandgate.sandbox_id="+sandboxID, func() bool {

@@ -40,7 +40,7 @@ type gwOptions struct {
 // gw is one `sandgate serve` process of a test, in its own data dir and
 // Nomad namespace.
 type gw struct {
-	t         *testing.T
+	t         testing.TB
 	dir       string
 	config    string
 	namespace string
@@ -59,7 +59,7 @@ var listeningAddr = regexp.MustCompile(`msg="sandgate gateway listening" addr=([
 
 // startGateway mints an operator token offline, writes the config and
 // starts the gateway; the test's cleanup stops it and purges its jobs.
-func startGateway(t *testing.T, o gwOptions) *gw {
+func startGateway(t testing.TB, o gwOptions) *gw {
 	t.Helper()
 	need(t)
 	n := suite.seq.Add(1)
@@ -121,7 +121,7 @@ func startGateway(t *testing.T, o gwOptions) *gw {
 
 // mint mints a token offline with the gateway's key (the gateway must be
 // stopped: the store is locked while it runs).
-func (g *gw) mint(t *testing.T, role, subject string) string {
+func (g *gw) mint(t testing.TB, role, subject string) string {
 	t.Helper()
 	cmd := exec.Command(suite.gateway, "token", "mint", "--offline", "--role", role, "--subject", subject, //nolint:gosec // G204: the binary the suite built
 		"--ttl", "2h", "--data", g.dir, "--policy-dir", suite.policyDir)
@@ -134,7 +134,7 @@ func (g *gw) mint(t *testing.T, role, subject string) string {
 	return strings.TrimSpace(string(out))
 }
 
-func (g *gw) start(t *testing.T) {
+func (g *gw) start(t testing.TB) {
 	t.Helper()
 	cmd := exec.Command(suite.gateway, "serve", "--config", g.config) //nolint:gosec // G204: the binary the suite built
 	stderr, err := cmd.StderrPipe()
@@ -226,7 +226,7 @@ func (g *gw) purgeJobs() {
 }
 
 // jobs lists the job ids in the test's namespace.
-func (g *gw) jobs(t *testing.T) []string {
+func (g *gw) jobs(t testing.TB) []string {
 	t.Helper()
 	list, _, err := g.nomad.Jobs().List(nil)
 	if err != nil {
@@ -248,7 +248,7 @@ type reply struct {
 	body   []byte
 }
 
-func (r reply) object(t *testing.T) map[string]any {
+func (r reply) object(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(r.body, &m); err != nil {
@@ -261,7 +261,7 @@ func (r reply) String() string { return fmt.Sprintf("%d %s", r.status, bytes.Tri
 
 var httpClient = &http.Client{Timeout: 5 * time.Minute}
 
-func (g *gw) do(t *testing.T, method, path, tok string, body any) reply {
+func (g *gw) do(t testing.TB, method, path, tok string, body any) reply {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -298,7 +298,7 @@ type sandbox struct {
 }
 
 // create creates a sandbox and fails the test unless it runs.
-func (g *gw) create(t *testing.T, tok string, body map[string]any) sandbox {
+func (g *gw) create(t testing.TB, tok string, body map[string]any) sandbox {
 	t.Helper()
 	if body == nil {
 		body = map[string]any{}
@@ -350,7 +350,7 @@ func (e execResult) code() int {
 }
 
 // exec runs a command and fails the test unless the gateway answered 200.
-func (g *gw) exec(t *testing.T, id, tok string, body map[string]any) execResult {
+func (g *gw) exec(t testing.TB, id, tok string, body map[string]any) execResult {
 	t.Helper()
 	r := g.do(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", tok, body)
 	if r.status != http.StatusOK {
@@ -365,7 +365,7 @@ func (g *gw) exec(t *testing.T, id, tok string, body map[string]any) execResult 
 
 // sh runs a shell script in the sandbox and returns its stdout, failing the
 // test on a non-zero exit.
-func (g *gw) sh(t *testing.T, id, tok, script string) string {
+func (g *gw) sh(t testing.TB, id, tok, script string) string {
 	t.Helper()
 	res := g.exec(t, id, tok, map[string]any{"argv": []string{"sh", "-c", script}})
 	if res.code() != 0 {
@@ -375,7 +375,7 @@ func (g *gw) sh(t *testing.T, id, tok, script string) string {
 }
 
 // status reads a sandbox with the operator token.
-func (g *gw) status(t *testing.T, id string) map[string]any {
+func (g *gw) status(t testing.TB, id string) map[string]any {
 	t.Helper()
 	r := g.do(t, http.MethodGet, "/v1/sandboxes/"+id, g.operator, nil)
 	if r.status != http.StatusOK {
@@ -385,7 +385,7 @@ func (g *gw) status(t *testing.T, id string) map[string]any {
 }
 
 // eventually polls cond until it holds or d passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -397,7 +397,7 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 // expectProblem checks a problem+json answer's status and code.
-func expectProblem(t *testing.T, r reply, status int, code string) map[string]any {
+func expectProblem(t testing.TB, r reply, status int, code string) map[string]any {
 	t.Helper()
 	if r.status != status {
 		t.Fatalf("want %d %s, got %s", status, code, r)

@@ -67,7 +67,7 @@ func TestMain(m *testing.M) {
 
 // need returns the suite for a test, or skips it (fails it under
 // SANDGATE_E2E=require) when the suite cannot run here.
-func need(t *testing.T) {
+func need(t testing.TB) {
 	t.Helper()
 	if suite.skip == "" {
 		return

@@ -1,0 +1,100 @@
+package e2e
+
+import (
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"sandgate/nomad"
+)
+
+// BenchmarkCreateToFirstExec measures, on the real agent, the time from a
+// create request to the first successful exec in the new sandbox (a cold
+// start: a new container; the image is local), over 10 sandboxes created
+// one after the other. It reports p50 and max; each iteration is one round
+// of 10. docs/benchmarks.md has the figures and the command:
+//
+//	go test -run '^$' -bench 'CreateToFirstExec|ExecEchoHi' -benchtime 1x ./test/e2e/
+func BenchmarkCreateToFirstExec(b *testing.B) {
+	g := startGateway(b, gwOptions{})
+	var all []time.Duration
+	for b.Loop() {
+		for range 10 {
+			start := time.Now()
+			sb := g.create(b, g.operator, map[string]any{"image": imageDebian})
+			for {
+				r := g.do(b, http.MethodPost, "/v1/sandboxes/"+sb.id+"/exec", sb.session, map[string]any{"argv": []string{"echo", "hi"}})
+				if r.status == http.StatusOK && string(r.object(b)["stdout"].(string)) == "hi\n" {
+					break
+				}
+				if time.Since(start) > time.Minute {
+					b.Fatalf("no successful exec within a minute: %s", r)
+				}
+			}
+			all = append(all, time.Since(start))
+			if r := g.do(b, http.MethodDelete, "/v1/sandboxes/"+sb.id, g.operator, nil); r.status != http.StatusNoContent {
+				b.Fatalf("destroy: %s", r)
+			}
+		}
+	}
+	slices.Sort(all)
+	b.ReportMetric(all[len(all)/2].Seconds(), "p50-s")
+	b.ReportMetric(all[len(all)-1].Seconds(), "max-s")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkExecEchoHi compares `echo hi` through the gateway (token,
+// policy, decision log, the exec wrapper, Nomad) with the same exec sent
+// straight to Nomad with the project's client, in the same sandbox,
+// alternating, 30 of each per iteration. It reports both medians and their
+// ratio.
+func BenchmarkExecEchoHi(b *testing.B) {
+	g := startGateway(b, gwOptions{})
+	sb := g.create(b, g.operator, map[string]any{"image": imageDebian})
+	allocs, _, err := g.nomad.Jobs().Allocations("sandgate-sbx-"+sb.id, false, nil)
+	if err != nil || len(allocs) != 1 {
+		b.Fatalf("allocations: %v %d", err, len(allocs))
+	}
+	cfg := nomad.DefaultConfig()
+	cfg.Address, cfg.Namespace, cfg.JobPrefix = suite.server.httpAddr, g.namespace, "sandgate-sbx-"
+	nc, err := nomad.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var viaGateway, direct []time.Duration
+	var mu sync.Mutex
+	for b.Loop() {
+		for range 30 {
+			start := time.Now()
+			res := g.exec(b, sb.id, sb.session, map[string]any{"argv": []string{"echo", "hi"}})
+			d := time.Since(start)
+			if res.code() != 0 || res.Stdout != "hi\n" {
+				b.Fatalf("gateway exec: %+v", res)
+			}
+			start = time.Now()
+			out := &capture{}
+			code, err := nc.Exec(b.Context(), allocs[0].ID, "sandbox", []string{"echo", "hi"}, nil, out, nil)
+			dd := time.Since(start)
+			if err != nil || code != 0 || out.String() != "hi\n" {
+				b.Fatalf("direct exec: %d %v %q", code, err, out.String())
+			}
+			mu.Lock()
+			viaGateway, direct = append(viaGateway, d), append(direct, dd)
+			mu.Unlock()
+		}
+	}
+	med := func(l []time.Duration) time.Duration { slices.Sort(l); return l[len(l)/2] }
+	mg, md := med(viaGateway), med(direct)
+	b.ReportMetric(float64(mg.Microseconds())/1000, "gateway-ms")
+	b.ReportMetric(float64(md.Microseconds())/1000, "direct-ms")
+	b.ReportMetric(float64(mg)/float64(md), "ratio")
+	b.ReportMetric(0, "ns/op")
+}
+
+// capture is an io.Writer keeping what was written.
+type capture struct{ b []byte }
+
+func (c *capture) Write(p []byte) (int, error) { c.b = append(c.b, p...); return len(p), nil }
+func (c *capture) String() string              { return string(c.b) }
