@@ -246,7 +246,7 @@ func waitNode(ctx context.Context, c *api.Client, name string) (*api.Node, error
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("node %s not ready with a healthy docker driver: %w (last error: %v)", name, ctx.Err(), err)
+			return nil, fmt.Errorf("node %s not ready with a healthy docker driver: %w", name, errors.Join(ctx.Err(), err))
 		case <-time.After(300 * time.Millisecond):
 		}
 	}

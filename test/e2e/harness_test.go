@@ -167,7 +167,7 @@ func writePolicyDir() error {
 		if err != nil {
 			return err
 		}
-		return os.WriteFile(dst, b, 0o600)
+		return os.WriteFile(dst, b, 0o600) //nolint:gosec // G703: a path below the suite's own temp dir
 	})
 	if err != nil {
 		return err
@@ -185,7 +185,7 @@ func writePolicyDir() error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(dataFile, merged, 0o600)
+	return os.WriteFile(dataFile, merged, 0o600) //nolint:gosec // G703: the suite's own copy of the bundle
 }
 
 // mergePatch applies an RFC 7386 JSON merge patch.
