@@ -73,11 +73,6 @@ func (s *Server) allocFate(ctx context.Context, rec store.Sandbox) (fate, string
 // as it is; otherwise the failure was Nomad's own, a 503 as well.
 func (s *Server) streamFailed(ctx context.Context, rec store.Sandbox, what string, cause error) error {
 	f, detail, err := s.allocFate(ctx, rec)
-	return s.answerFate(ctx, rec, what, cause, f, detail, err)
-}
-
-// answerFate is streamFailed with the allocation's fate already read.
-func (s *Server) answerFate(ctx context.Context, rec store.Sandbox, what string, cause error, f fate, detail string, err error) error {
 	switch {
 	case err != nil:
 		return nomadUnavailable(what+" failed and Nomad could not say what became of the sandbox's allocation; nothing was changed, retry", errors.Join(cause, err))

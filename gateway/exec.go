@@ -78,11 +78,13 @@ func (s *Server) execSandbox(c echo.Context) error {
 	case errors.Is(err, context.DeadlineExceeded) && c.Request().Context().Err() == nil:
 		res.TimedOut = true
 	case errors.Is(err, nomad.ErrCommandNotStarted):
-		var ne *nomad.Error
-		errors.As(err, &ne)
+		msg := err.Error()
+		if ne := (*nomad.Error)(nil); errors.As(err, &ne) {
+			msg = ne.Msg
+		}
 		n := 127
 		res.ExitCode = &n
-		stderr.reset([]byte("sandgate: Nomad could not start the command: " + orText(ne.Msg, err.Error()) + "\n"))
+		stderr.reset([]byte("sandgate: Nomad could not start the command: " + msg + "\n"))
 	case c.Request().Context().Err() != nil:
 		return err // the caller went away; nobody reads an answer
 	default:
@@ -122,16 +124,11 @@ func (s *Server) sandboxLogs(c echo.Context) error {
 	data, err := s.cfg.Nomad.Logs(c.Request().Context(), rec.AllocID, s.taskName, stream, tail)
 	switch {
 	case errors.Is(err, nomad.ErrNotFound) && rec.State == store.StateRunning:
-		// Nomad answers 404 until the task has written anything, and also
-		// when the node is down ("No path to node"): the allocation decides.
-		f, detail, ferr := s.allocFate(c.Request().Context(), rec)
-		if ferr != nil || f != fateRunning {
-			return s.answerFate(c.Request().Context(), rec, "the logs", err, f, detail, ferr)
-		}
-		data = nil
+		data = nil // Nomad answers 404 until the task has written anything
 	case errors.Is(err, nomad.ErrNotFound):
 		return notRunning(rec.ID, "gone from Nomad (its logs were garbage-collected)")
 	case err != nil && rec.State == store.StateRunning:
+		// e.g. "No path to node": what became of the allocation decides.
 		return s.streamFailed(c.Request().Context(), rec, "the logs", err)
 	case err != nil:
 		return nomadUnavailable("Nomad did not return the logs", err)
