@@ -31,7 +31,8 @@ var (
 	// ErrNodeUnreachable: a client endpoint (exec, logs) could not reach the
 	// allocation's node: its agent is down or disconnected. Nomad answers
 	// "No path to node" (HTTP 404, or exec close 1008) at once, also while
-	// the node still reads ready; the allocation may come back with it.
+	// the node still reads ready; the allocation may come back with it. It is
+	// also an ErrUnavailable.
 	ErrNodeUnreachable = errors.New("nomad: the allocation's node cannot be reached")
 	// ErrForbiddenJob: the job is outside the gateway's JobPrefix (or
 	// namespace); the client refused it without talking to Nomad (SPEC H9).
@@ -85,6 +86,12 @@ func (e *Error) Error() string {
 // Unwrap returns the sentinel, so that errors.Is(err, ErrNotFound) and the
 // like hold.
 func (e *Error) Unwrap() error { return e.Err }
+
+// Is makes an unreachable node also an ErrUnavailable: callers that only
+// know "Nomad could not serve this" branch on that.
+func (e *Error) Is(target error) bool {
+	return target == ErrUnavailable && e.Err == ErrNodeUnreachable
+}
 
 // maxMsg bounds Error.Msg.
 const maxMsg = 1024

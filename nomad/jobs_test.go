@@ -181,7 +181,7 @@ func TestAllocationReadsAndChecksTheJob(t *testing.T) {
 	r.serve("rawexec-allocation", "error-allocation-unknown", "rawexec-job-allocations")
 	c := r.client()
 	ctx := context.Background()
-	want := Alloc{ID: recAllocID, NodeID: recNodeID, NodeName: "<hostname>", JobID: rawexecJob, ClientStatus: "running", DesiredStatus: "run"}
+	want := Alloc{ID: recAllocID, NodeID: recNodeID, NodeName: "<hostname>", JobID: rawexecJob, Name: "sandbox-rawexec.g[0]", CreateIndex: 19, ClientStatus: "running", DesiredStatus: "run"}
 	a, err := c.Allocation(ctx, recAllocID)
 	if err != nil || a != want {
 		t.Fatalf("Allocation = %+v, %v", a, err)
