@@ -2,7 +2,9 @@ package nomadsim
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,6 +22,12 @@ type simAlloc struct {
 	ctx    context.Context // cancelled when the allocation stops: kills its commands
 	cancel context.CancelFunc
 	start  *time.Timer
+	// orphaned: lost while its node was down; the node's client stops its
+	// tasks when it is back (nodeBackLocked).
+	orphaned bool
+	// dropped: its node went down, which ends its exec streams with close
+	// 1000 and no exit code (real-lost-exec-in-flight.json).
+	dropped bool
 }
 
 // simSigningKeyID is the (fake) keyring key every allocation is signed with.
@@ -61,7 +69,9 @@ func (s *Server) startAllocLocked(sa *simAlloc) {
 		ts.State = "running"
 		ts.StartedAt = now.UTC()
 		ts.Events = append(ts.Events, taskEvent("Started", "Task started by client", nil, now))
-		sa.logs[name].stdout.append([]byte(taskStartedLine))
+		if !s.cfg.QuietTasks {
+			sa.logs[name].stdout.append([]byte(taskStartedLine))
+		}
 	}
 	a.ModifyIndex, a.ModifyTime = index, now.UnixNano()
 	if sj := s.jobs[a.JobID]; sj != nil {
@@ -170,13 +180,75 @@ func (s *Server) stopAllocLocked(sa *simAlloc, desc string) {
 	s.endAllocLocked(sa, api.AllocClientStatusComplete, "All tasks have completed", desc)
 }
 
-// nodeLostLocked marks the live allocations of a node that went down lost.
-// The simulator does not reschedule them.
-func (s *Server) nodeLostLocked(nodeID string) {
+// nodeLostLocked is the server's reaction to a node that missed its
+// heartbeats (real-lost-*.json): its live allocations become lost
+// (DesiredStatus stop, DesiredDescription descLost, ClientStatus lost) while
+// what the client last reported stays (ClientDescription, task states and
+// events: the client is gone and reports nothing more). Their commands and
+// followed log streams end; their exec streams end with close 1000 and no
+// exit code. Then a node-update evaluation of each
+// job places the replacements, whatever the reschedule policy (Nomad always
+// replaces lost allocations); with no other feasible node it is complete with
+// FailedTGAllocs and a blocked evaluation, and the job is pending.
+func (s *Server) nodeLostLocked(n *simNode) {
+	now := time.Now()
+	var jobs []string
 	for _, id := range s.allocOrder {
 		sa := s.allocs[id]
-		if sa.a.NodeID == nodeID && !allocTerminal(sa.a) {
-			s.endAllocLocked(sa, api.AllocClientStatusLost, descLost, descLost)
+		a := sa.a
+		if a.NodeID != n.n.ID || allocTerminal(a) {
+			continue
+		}
+		index := s.nextIndexLocked()
+		a.DesiredStatus, a.DesiredDescription = api.AllocDesiredStatusStop, descLost
+		a.ClientStatus = api.AllocClientStatusLost
+		a.ModifyIndex, a.AllocModifyIndex, a.ModifyTime = index, index, now.UnixNano()
+		sa.orphaned, sa.dropped = true, true
+		sa.shutdown()
+		if !slices.Contains(jobs, a.JobID) {
+			jobs = append(jobs, a.JobID)
+		}
+	}
+	if n.n.DrainStrategy != nil && len(jobs) > 0 {
+		s.completeDrainLocked(n) // nothing is left to drain
+	}
+	for _, jobID := range jobs {
+		sj := s.jobs[jobID]
+		if sj == nil {
+			continue // purged
+		}
+		eval := s.newEvalLocked(sj.job, triggerNodeUpdate, s.nextIndexLocked(), now)
+		eval.NodeID, eval.NodeModifyIndex = n.n.ID, n.n.ModifyIndex
+		s.scheduleLocked(sj, eval, now)
+	}
+}
+
+// nodeBackLocked is the client of a node that was down registering again:
+// it stops the tasks of the allocations the server marked lost meanwhile
+// (Killing, Terminated, Killed; ClientStatus complete, "All tasks have
+// completed"; DesiredDescription stays descLost), as
+// real-lost-allocation-after-restart.json shows. It does not link them to
+// their replacements (no NextAllocation, no PreviousAllocation), as Nomad
+// did not.
+func (s *Server) nodeBackLocked(n *simNode) {
+	now := time.Now()
+	for _, id := range s.allocOrder {
+		sa := s.allocs[id]
+		if sa.a.NodeID != n.n.ID || !sa.orphaned {
+			continue
+		}
+		sa.orphaned = false
+		a := sa.a
+		index := s.nextIndexLocked()
+		wasRunning := false
+		for _, ts := range a.TaskStates {
+			wasRunning = wasRunning || ts.State == "running"
+		}
+		a.ClientStatus, a.ClientDescription = api.AllocClientStatusComplete, "All tasks have completed"
+		s.killTasksLocked(sa, wasRunning, now)
+		a.ModifyIndex, a.AllocModifyIndex, a.ModifyTime = index, index, now.UnixNano()
+		if sj := s.jobs[a.JobID]; sj != nil {
+			s.refreshJobStatusLocked(sj)
 		}
 	}
 }
@@ -193,23 +265,7 @@ func (s *Server) endAllocLocked(sa *simAlloc, clientStatus, clientDesc, desiredD
 	a.DesiredDescription = desiredDesc
 	a.ClientStatus = clientStatus
 	a.ClientDescription = clientDesc
-	for _, name := range sa.tasks {
-		ts := a.TaskStates[name]
-		ts.State = "dead"
-		ts.FinishedAt = now.UTC()
-		if wasRunning {
-			ts.Events = append(ts.Events,
-				&api.TaskEvent{
-					Type: "Killing", Time: now.UnixNano(), DisplayMessage: "Sent interrupt. Waiting 5s before force killing",
-					Details: map[string]string{"kill_timeout": "5s"}, KillTimeout: 5 * time.Second,
-				},
-				&api.TaskEvent{
-					Type: "Terminated", Time: now.UnixNano(), DisplayMessage: "Exit Code: 0",
-					Details: map[string]string{"exit_code": "0", "signal": "0", "oom_killed": "false"},
-				},
-				taskEvent("Killed", "Task successfully killed", nil, now))
-		}
-	}
+	s.killTasksLocked(sa, wasRunning, now)
 	a.ModifyIndex, a.AllocModifyIndex, a.ModifyTime = index, index, now.UnixNano()
 	sa.shutdown()
 	if n := s.nodeByIDLocked(a.NodeID); n != nil && n.n.DrainStrategy != nil && s.liveAllocsOnNodeLocked(a.NodeID) == 0 {
@@ -220,6 +276,65 @@ func (s *Server) endAllocLocked(sa *simAlloc, clientStatus, clientDesc, desiredD
 	}
 }
 
+// killTasksLocked marks the allocation's tasks dead; tasks that ran get the
+// client's kill events: Killing with the task's kill_timeout, Terminated
+// with what the driver reports for a task stopped by its signal (docker: the
+// container's 143 with the driver's exit message, real-docker-allocation-
+// after-purge.json; raw_exec and others: SIGINT, 130,
+// rawexec-allocation-after-purge.json), then Killed.
+func (s *Server) killTasksLocked(sa *simAlloc, wasRunning bool, now time.Time) {
+	for _, name := range sa.tasks {
+		ts := sa.a.TaskStates[name]
+		ts.State = "dead"
+		ts.FinishedAt = now.UTC()
+		if !wasRunning {
+			continue
+		}
+		task := allocTask(sa.a, name)
+		kill := 5 * time.Second
+		if task != nil && task.KillTimeout != nil && *task.KillTimeout > 0 {
+			kill = *task.KillTimeout
+		}
+		terminated := &api.TaskEvent{
+			Type: "Terminated", Time: now.UnixNano(), DisplayMessage: "Exit Code: 130, Signal: 2", ExitCode: 130, Signal: 2,
+			Details: map[string]string{"exit_code": "130", "signal": "2", "oom_killed": "false"},
+		}
+		if task != nil && task.Driver == "docker" {
+			const msg = "Docker container exited with non-zero exit code: 143"
+			terminated = &api.TaskEvent{
+				Type: "Terminated", Time: now.UnixNano(), DisplayMessage: "Exit Code: 143, Exit Message: " + strconv.Quote(msg),
+				ExitCode: 143, Message: msg,
+				Details: map[string]string{"exit_code": "143", "signal": "0", "oom_killed": "false", "exit_message": msg},
+			}
+		}
+		ts.Events = append(ts.Events,
+			&api.TaskEvent{
+				Type: "Killing", Time: now.UnixNano(), DisplayMessage: fmt.Sprintf("Sent interrupt. Waiting %s before force killing", kill),
+				Details: map[string]string{"kill_timeout": kill.String()}, KillTimeout: kill,
+			},
+			terminated,
+			taskEvent("Killed", "Task successfully killed", nil, now))
+	}
+}
+
+// allocTask is task name of a's group in the allocation's job, or nil.
+func allocTask(a *api.Allocation, name string) *api.Task {
+	if a.Job == nil {
+		return nil
+	}
+	for _, tg := range a.Job.TaskGroups {
+		if tg == nil || deref(tg.Name) != a.TaskGroup {
+			continue
+		}
+		for _, t := range tg.Tasks {
+			if t != nil && t.Name == name {
+				return t
+			}
+		}
+	}
+	return nil
+}
+
 // allocWire is the server's encoding of a full allocation
 // (rawexec-allocation.json, rawexec-allocation-after-purge.json).
 func allocWire(a *api.Allocation) obj {
@@ -227,7 +342,7 @@ func allocWire(a *api.Allocation) obj {
 	if isNullStruct(o["DesiredTransition"]) {
 		delete(o, "DesiredTransition")
 	}
-	dropEmpty(o, "DeploymentStatus", "DesiredDescription", "FollowupEvalID",
+	dropEmpty(o, "DeploymentID", "DeploymentStatus", "DesiredDescription", "FollowupEvalID",
 		"NextAllocation", "PreemptedAllocations", "PreemptedByAllocation", "PreviousAllocation",
 		"RescheduleTracker", "Services")
 	disk := int64(0)
@@ -241,6 +356,30 @@ func allocWire(a *api.Allocation) obj {
 	o["SigningKeyID"] = simSigningKeyID
 	if j, ok := o["Job"].(obj); ok {
 		fixJobWire(j)
+	}
+	if res, ok := o["Resources"].(obj); ok {
+		dropNewResourceKeys(res)
+	}
+	if trs, ok := o["TaskResources"].(obj); ok {
+		for _, tr := range trs {
+			if res, ok := tr.(obj); ok {
+				dropNewResourceKeys(res)
+			}
+		}
+	}
+	// One entry per task: its lifecycle block, null without one
+	// (rawexec-allocation.json, real-docker-allocation-running.json).
+	if ar, ok := o["AllocatedResources"].(obj); ok {
+		lifecycles := obj{}
+		if tasks, ok := ar["Tasks"].(obj); ok {
+			for name := range tasks {
+				lifecycles[name] = nil
+				if t := allocTask(a, name); t != nil && t.Lifecycle != nil {
+					lifecycles[name] = toObj(t.Lifecycle)
+				}
+			}
+		}
+		ar["TaskLifecycles"] = lifecycles
 	}
 	if ns, ok := o["NetworkStatus"].(obj); ok {
 		dropKeys(ns, "AddressIPv6")
@@ -358,12 +497,18 @@ func (s *Server) handleAllocStats(w http.ResponseWriter, r *http.Request, id str
 	s.mu.Lock()
 	sa := s.allocs[id]
 	var tasks []string
+	var unreachable bool
 	if sa != nil {
 		tasks = append(tasks, sa.tasks...)
+		unreachable = s.nodeUnreachableLocked(sa.a.NodeID)
 	}
 	s.mu.Unlock()
-	if sa == nil {
+	switch {
+	case sa == nil:
 		writeError(w, r, http.StatusNotFound, errUnknownAlloc(id))
+		return
+	case unreachable:
+		writeError(w, r, http.StatusNotFound, errNoPathToNode) // as exec and logs (real-lost-*.json)
 		return
 	}
 	now := time.Now().UnixNano()

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/hashicorp/nomad/api"
 )
 
 // The commands exec can run. They are Go functions: nothing ever runs on the
@@ -23,7 +25,8 @@ import (
 //   - cat [-]                     copies stdin to stdout until stdin closes
 //     (a file operand fails: the simulated task has no files)
 //   - sh -c SCRIPT                runs a script of simple builtin commands
-//     joined by ';', '&&', '||' or newlines, with quotes, `>&2`, `2>&1`,
+//     joined by ';', '&&', '||' or newlines, or put in the background with
+//     '&' (killed when the script ends), with quotes, `>&2`, `2>&1`,
 //     `>/dev/null`, `exit N` and `exec CMD`; anything else (pipes,
 //     variables, globs, subshells, ...) exits 127 with "sh: simulated shell
 //     supports only 'exit N' ..." on stderr
@@ -55,6 +58,21 @@ type proc struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+	// busybox: the task's image is busybox, whose sh words some errors
+	// differently from dash's (busyboxImage).
+	busybox bool
+}
+
+// busyboxImage reports whether a docker task runs a busybox image (its
+// repository's last path element starts with "busybox"), so the simulated
+// sh answers in busybox's words.
+func busyboxImage(t *api.Task) bool {
+	if t == nil || t.Driver != "docker" {
+		return false
+	}
+	img, _ := t.Config["image"].(string)
+	repo, _, _ := strings.Cut(path.Base(img), ":")
+	return strings.HasPrefix(repo, "busybox")
 }
 
 type builtinFunc func(p *proc) int
@@ -91,7 +109,7 @@ func (p *proc) sub(ctx context.Context, argv, env []string, cwd string) (int, bo
 	if !ok {
 		return 127, false
 	}
-	return fn(&proc{ctx: ctx, args: argv, env: env, cwd: cwd, stdin: p.stdin, stdout: p.stdout, stderr: p.stderr}), true
+	return fn(&proc{ctx: ctx, args: argv, env: env, cwd: cwd, stdin: p.stdin, stdout: p.stdout, stderr: p.stderr, busybox: p.busybox}), true
 }
 
 func (p *proc) errf(format string, a ...any) {

@@ -47,6 +47,11 @@ type Config struct {
 	// LogHeartbeat is the interval of the empty `{}` frames on a followed log
 	// stream (default 1s).
 	LogHeartbeat time.Duration
+	// QuietTasks starts every task's logs empty, as a real sandbox task
+	// (docker, running sleep) has them (real-logs-empty-*.json). By default
+	// a task's stdout starts with one line saying that the simulator runs
+	// nothing, which the demo mode shows.
+	QuietTasks bool
 }
 
 // NodeConfig describes one simulated client node.

@@ -48,8 +48,9 @@ func (s *Server) RunningExecs() int {
 
 // execSession is one exec WebSocket.
 type execSession struct {
-	conn *websocket.Conn
-	wmu  sync.Mutex
+	conn        *websocket.Conn
+	wmu         sync.Mutex
+	stdoutFirst bool // send the stdout close frame before stderr's
 }
 
 // exitFrame is the exited frame. Unlike api.ExecStreamingExitResult it
@@ -156,12 +157,19 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request, allocID stri
 		s.mu.Unlock()
 	}()
 	code, reason, sa, env := s.execCheckLocked(allocID, task, command)
+	var t *api.Task
+	if sa != nil {
+		t = allocTask(sa.a, task)
+	}
 	s.mu.Unlock()
 	if code != 0 {
 		e.fail(code, reason)
 		return
 	}
-	s.runExec(e, sa, command, env, tty)
+	// The docker driver closes stdout before stderr (every real-exec-*.json);
+	// raw_exec closes stderr first (exec-*.json).
+	e.stdoutFirst = t != nil && t.Driver == "docker"
+	s.runExec(e, sa, command, env, tty, busyboxImage(t))
 }
 
 // execCheckLocked validates an exec request in the client's order and
@@ -173,6 +181,10 @@ func (s *Server) execCheckLocked(allocID, task string, command []string) (int, s
 	switch {
 	case sa == nil:
 		return notFound, errUnknownAlloc(allocID), nil, nil
+	case s.nodeUnreachableLocked(sa.a.NodeID):
+		// The server has no connection to the node's client
+		// (real-lost-exec-node-down.json: at once, 1008).
+		return notFound, errNoPathToNode, nil, nil
 	case task == "":
 		return notFound, "must provide task name", nil, nil
 	case len(command) == 0:
@@ -211,7 +223,7 @@ func (s *Server) execCheckLocked(allocID, task string, command []string) (int, s
 // nothing terminal is sent before the client closes stdin, even when the
 // command is done; with tty=true the exit follows the command and a stdin
 // close hangs the terminal up (exit 129).
-func (s *Server) runExec(e *execSession, sa *simAlloc, command, env []string, tty bool) {
+func (s *Server) runExec(e *execSession, sa *simAlloc, command, env []string, tty, busybox bool) {
 	stdin := &stdinPipe{wake: make(chan struct{})}
 	stdinClosed := make(chan struct{})
 	readerDone := make(chan struct{})
@@ -257,7 +269,7 @@ func (s *Server) runExec(e *execSession, sa *simAlloc, command, env []string, tt
 	exitCh := make(chan int, 1)
 	out := &streamWriter{e: e, crlf: tty}
 	errw := &streamWriter{e: e, stderr: !tty, crlf: tty}
-	p := &proc{ctx: ctx, args: command, env: env, cwd: "/", stdin: &stdinReader{p: stdin, ctx: ctx}, stdout: out, stderr: errw}
+	p := &proc{ctx: ctx, args: command, env: env, cwd: "/", stdin: &stdinReader{p: stdin, ctx: ctx}, stdout: out, stderr: errw, busybox: busybox}
 	fn, _ := lookupBuiltin(command[0])
 	s.mu.Lock()
 	s.procs[ep] = struct{}{}
@@ -306,20 +318,39 @@ func (s *Server) runExec(e *execSession, sa *simAlloc, command, env []string, tt
 	if hungUp {
 		code = exitHangup
 	}
+	s.mu.Lock()
+	dropped := stopped && sa.dropped
+	s.mu.Unlock()
+	if dropped {
+		// The node went down: the server loses the client's stream and
+		// closes the socket normally, with no exit code
+		// (real-lost-exec-in-flight.json).
+		e.sendClose(websocket.CloseNormalClosure, "")
+		e.awaitEcho(readerDone)
+		return
+	}
 	e.finish(code, tty, hungUp)
 	e.awaitEcho(readerDone)
 }
 
-// finish sends the end of a session: the stream close frames (stderr first;
-// none for stderr in tty mode, none at all after a tty hang-up, as in
+// finish sends the end of a session: the stream close frames (stderr first,
+// or stdout first for docker tasks; none for stderr in tty mode, none at all after a tty hang-up, as in
 // exec-tty-echo-hi-stdin-closed-at-once.json), the exited frame and close
 // 1000.
 func (e *execSession) finish(code int, tty, hungUp bool) {
-	if !tty {
-		_ = e.send(api.ExecStreamingOutput{Stderr: &api.ExecStreamingIOOperation{Close: true}})
+	closeStderr := func() {
+		if !tty {
+			_ = e.send(api.ExecStreamingOutput{Stderr: &api.ExecStreamingIOOperation{Close: true}})
+		}
+	}
+	if !e.stdoutFirst {
+		closeStderr()
 	}
 	if !hungUp {
 		_ = e.send(api.ExecStreamingOutput{Stdout: &api.ExecStreamingIOOperation{Close: true}})
+	}
+	if e.stdoutFirst {
+		closeStderr()
 	}
 	f := exitFrame{Exited: true}
 	f.Result.ExitCode = code

@@ -40,8 +40,11 @@ func biWrapper(p *proc, cmd execwrap.Command) int {
 		return exitKilled
 	case fired.Load():
 		return exitTerminated
+	case !found && p.busybox:
+		p.errf("sandgate-cmd: exec: line 0: %s: not found\n", cmd.Argv[0]) // real-exec-busybox-not-found.json
+		return 127
 	case !found:
-		p.errf("sandgate-cmd: 1: exec: %s: not found\n", cmd.Argv[0])
+		p.errf("sandgate-cmd: 1: exec: %s: not found\n", cmd.Argv[0]) // dash: real-exec-debian-not-found.json
 		return 127
 	}
 	return status

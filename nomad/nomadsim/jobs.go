@@ -379,12 +379,27 @@ func fixJobWire(o obj) {
 			}
 			dropKeys(task, "Actions", "Consul", "Identities", "Schedule", "Secrets")
 			task["CSIPluginConfig"] = nil
+			if res, ok := task["Resources"].(obj); ok {
+				dropNewResourceKeys(res)
+			}
+			// v1.6.5 has no LogConfig.Enabled and defaults Disabled to
+			// false (real-docker-job-running.json).
+			if lc, ok := task["LogConfig"].(obj); ok {
+				dropKeys(lc, "Enabled")
+				if lc["Disabled"] == nil {
+					lc["Disabled"] = false
+				}
+			}
 			if id, ok := task["Identity"].(obj); ok {
 				task["Identity"] = obj{"Env": id["Env"], "File": id["File"]}
 			}
 		}
 	}
 }
+
+// dropNewResourceKeys drops the Resources fields newer than v1.6.5, which
+// the server neither keeps nor sends (real-docker-allocation-running.json).
+func dropNewResourceKeys(res obj) { dropKeys(res, "NUMA", "SecretsMB") }
 
 // jobStubWireLocked is a jobs list entry (jobs-list.json).
 func (s *Server) jobStubWireLocked(sj *simJob) obj {

@@ -159,8 +159,10 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 	var logs *taskLogs
 	var started bool
 	var group string
+	var unreachable bool
 	if sa != nil {
 		logs, group = sa.logs[task], sa.a.TaskGroup
+		unreachable = s.nodeUnreachableLocked(sa.a.NodeID)
 		if ts := sa.a.TaskStates[task]; ts != nil {
 			started = !ts.StartedAt.IsZero()
 		}
@@ -169,6 +171,9 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case sa == nil:
 		writeError(w, r, http.StatusNotFound, errUnknownAlloc(id))
+		return
+	case unreachable:
+		writeError(w, r, http.StatusNotFound, errNoPathToNode) // real-lost-logs-node-down.json
 		return
 	case logs == nil:
 		writeError(w, r, http.StatusNotFound, fmt.Sprintf("task group %q does not have task with name %q", group, task))

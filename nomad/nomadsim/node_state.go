@@ -2,6 +2,7 @@ package nomadsim
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
@@ -159,9 +160,16 @@ func (s *Server) NodeID(name string) (string, error) {
 }
 
 // SetNodeStatus sets a node's status ("ready", "down", "initializing",
-// "disconnected"). A node that goes down loses its allocations (ClientStatus
-// "lost", commands killed); a node that becomes ready gets blocked
-// evaluations retried.
+// "disconnected"). "down" is what the servers decide for a client agent that
+// stopped heartbeating (killed, crashed, cut off): the node gets the event
+// "Node heartbeat missed", its live allocations become lost and are replaced
+// where another node fits, else a blocked evaluation waits (see
+// nodeLostLocked); exec and logs on its allocations answer "No path to node".
+// A node that comes back from down is the client agent restarted on its data
+// dir: "Node reregistered by heartbeat", the lost allocations' tasks are
+// stopped (nodeBackLocked). A node that becomes ready gets blocked
+// evaluations retried, which places the replacements on it when it is the
+// only node that fits, as Nomad did (real-lost-*.json).
 func (s *Server) SetNodeStatus(name, status string) error {
 	if !validNodeStatus(status) {
 		return fmt.Errorf("nomadsim: invalid node status %q", status)
@@ -175,17 +183,59 @@ func (s *Server) SetNodeStatus(name, status string) error {
 	if n.n.Status == status {
 		return nil
 	}
+	now := time.Now()
 	index := s.nextIndexLocked()
+	wasDown := n.n.Status == api.NodeStatusDown
 	n.n.Status = status
-	n.n.StatusUpdatedAt = time.Now().Unix()
+	n.n.StatusUpdatedAt = now.Unix()
 	n.n.ModifyIndex = index
-	if status == "down" {
-		s.nodeLostLocked(n.n.ID)
+	switch {
+	case status == api.NodeStatusDown:
+		addNodeEvent(n.n, subsystemCluster, msgHeartbeatMissed, now, index)
+		s.nodeLostLocked(n)
+	case wasDown:
+		// The restarted client registers first (initializing), which
+		// evaluates the node's jobs before the node can take work; then it
+		// reports the status asked for.
+		addNodeEvent(n.n, subsystemCluster, msgReregistered, now, index)
+		n.n.Status = api.NodeStatusInit
+		s.nodeBackLocked(n)
+		s.nodeUpdateEvalsLocked(n)
+		n.n.Status = status
 	}
-	if status == "ready" {
+	if status == api.NodeStatusReady {
 		s.retryBlockedLocked()
+		if wasDown {
+			s.nodeUpdateEvalsLocked(n)
+		}
 	}
 	return nil
+}
+
+// nodeUpdateEvalsLocked creates and runs a node-update evaluation for each
+// job with an allocation on the node, as Nomad does when a node registers or
+// changes status: run while the node is initializing, one for a job whose
+// replacement waits on this node fails again and supersedes the blocked
+// evaluation; run once it is ready and the replacement is placed, it has
+// nothing to do (real-lost-job-evaluations-after-restart.json).
+func (s *Server) nodeUpdateEvalsLocked(n *simNode) {
+	var jobs []string
+	for _, id := range s.allocOrder {
+		a := s.allocs[id].a
+		if a.NodeID == n.n.ID && !slices.Contains(jobs, a.JobID) {
+			jobs = append(jobs, a.JobID)
+		}
+	}
+	now := time.Now()
+	for _, jobID := range jobs {
+		sj := s.jobs[jobID]
+		if sj == nil {
+			continue
+		}
+		eval := s.newEvalLocked(sj.job, triggerNodeUpdate, s.nextIndexLocked(), now)
+		eval.NodeID, eval.NodeModifyIndex = n.n.ID, n.n.ModifyIndex
+		s.scheduleLocked(sj, eval, now)
+	}
 }
 
 // SetNodeDrain starts (with a one-hour deadline, like `nomad node drain
@@ -232,4 +282,12 @@ func (s *Server) SetNodeUsage(name string, memPercent, diskPercent float64) erro
 	}
 	n.memPct, n.diskPct = memPercent, diskPercent
 	return nil
+}
+
+// nodeUnreachableLocked reports whether the servers have no connection to
+// the node's client, so client endpoints (exec, logs, stats) on its
+// allocations fail with "No path to node": the node is down.
+func (s *Server) nodeUnreachableLocked(nodeID string) bool {
+	n := s.nodeByIDLocked(nodeID)
+	return n != nil && n.n.Status == api.NodeStatusDown
 }

@@ -27,6 +27,9 @@ const (
 	subsystemCluster     = "Cluster"
 	subsystemDrain       = "Drain"
 	msgNodeRegistered    = "Node registered"
+	msgHeartbeatMissed   = "Node heartbeat missed"
+	msgReregistered      = "Node reregistered by heartbeat"
+	errNoPathToNode      = "No path to node"
 	msgDrainSet          = "Node drain strategy set"
 	msgDrainUpdated      = "Node drain strategy updated"
 	msgDrainDisabled     = "Node drain disabled"
@@ -279,7 +282,7 @@ func (s *Server) handleClientStats(w http.ResponseWriter, r *http.Request) {
 	var stats *api.HostStats
 	down := false
 	if n != nil {
-		down = n.n.Status == "down"
+		down = s.nodeUnreachableLocked(n.n.ID)
 		stats = hostStats(n)
 	}
 	s.mu.Unlock()
@@ -287,7 +290,7 @@ func (s *Server) handleClientStats(w http.ResponseWriter, r *http.Request) {
 	case n == nil:
 		writeError(w, r, http.StatusNotFound, "Unknown node "+nodeID)
 	case down:
-		writeError(w, r, http.StatusNotFound, "No path to node")
+		writeError(w, r, http.StatusNotFound, errNoPathToNode)
 	default:
 		writeJSON(w, http.StatusOK, metaNone, 0, toWire(stats))
 	}

@@ -29,6 +29,7 @@ const (
 	triggerRegister   = "job-register"
 	triggerDeregister = "job-deregister"
 	triggerQueued     = "queued-allocs"
+	triggerNodeUpdate = "node-update"
 
 	descNotNeeded = "alloc not needed due to job update"
 	descLost      = "alloc is lost since its node is down"
@@ -69,8 +70,20 @@ func (s *Server) scheduleLocked(sj *simJob, eval *api.Evaluation, now time.Time)
 		for _, a := range live {
 			used[allocIndex(a.a.Name)] = true
 		}
+		// A batch allocation that ended by itself (complete, or failed
+		// without reschedules, which the simulator never does) keeps its
+		// slot: re-evaluating the job does not run it again.
+		have := len(live)
+		if *job.Type == api.JobTypeBatch {
+			for _, a := range s.finishedBatchAllocsLocked(*job.ID, *tg.Name, *job.JobModifyIndex) {
+				if i := allocIndex(a.a.Name); !used[i] {
+					used[i] = true
+					have++
+				}
+			}
+		}
 		next := 0
-		for i := len(live); i < want; i++ {
+		for i := have; i < want; i++ {
 			start := time.Now()
 			node, metric := s.selectNodeLocked(job, tg)
 			metric.AllocationTime = time.Since(start)
@@ -93,20 +106,25 @@ func (s *Server) scheduleLocked(sj *simJob, eval *api.Evaluation, now time.Time)
 	eval.ModifyTime = time.Now().UnixNano()
 	if len(failed) > 0 {
 		eval.FailedTGAllocs = failed
-		if sj.blocked == "" || eval.ID == sj.blocked {
-			if eval.ID == sj.blocked {
-				eval.Status = evalBlocked // reblocked: still waiting for capacity
-			} else {
-				b := s.newEvalLocked(job, triggerQueued, s.nextIndexLocked(), time.Now())
-				b.Status = evalBlocked
-				b.StatusDescription = "created to place remaining allocations"
-				b.PreviousEval = eval.ID
-				b.FailedTGAllocs = failed
-				b.EscapedComputedClass = escapesComputedClass(job)
-				b.DeploymentID = ""
-				eval.BlockedEval = b.ID
-				sj.blocked = b.ID
+		if eval.ID == sj.blocked {
+			eval.Status = evalBlocked // reblocked: still waiting for capacity
+		} else {
+			// A job has one blocked evaluation: a newer one cancels the
+			// older (real-lost-job-evaluations-after-restart.json).
+			if old := s.evals[sj.blocked]; old != nil {
+				old.Status = evalCanceled
+				old.StatusDescription = fmt.Sprintf("existing blocked evaluation exists for job %q", *job.ID)
+				old.ModifyIndex, old.ModifyTime = s.nextIndexLocked(), time.Now().UnixNano()
 			}
+			b := s.newEvalLocked(job, triggerQueued, s.nextIndexLocked(), time.Now())
+			b.Status = evalBlocked
+			b.StatusDescription = "created to place remaining allocations"
+			b.PreviousEval = eval.ID
+			b.FailedTGAllocs = failed
+			b.EscapedComputedClass = escapesComputedClass(job)
+			b.DeploymentID = ""
+			eval.BlockedEval = b.ID
+			sj.blocked = b.ID
 		}
 	} else if eval.ID == sj.blocked {
 		sj.blocked = ""
@@ -294,6 +312,23 @@ func (s *Server) liveAllocsLocked(jobID, tg string) []*simAlloc {
 	for _, id := range s.allocOrder {
 		a := s.allocs[id]
 		if a.a.JobID == jobID && a.a.TaskGroup == tg && !allocTerminal(a.a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// finishedBatchAllocsLocked returns the allocations of group tg of the
+// job's current version (created at or after jobModifyIndex) that ended on
+// their own: DesiredStatus still run, ClientStatus complete or failed.
+func (s *Server) finishedBatchAllocsLocked(jobID, tg string, jobModifyIndex uint64) []*simAlloc {
+	var out []*simAlloc
+	for _, id := range s.allocOrder {
+		a := s.allocs[id]
+		if a.a.JobID != jobID || a.a.TaskGroup != tg || a.a.CreateIndex < jobModifyIndex || a.a.DesiredStatus != api.AllocDesiredStatusRun {
+			continue
+		}
+		if a.a.ClientStatus == api.AllocClientStatusComplete || a.a.ClientStatus == api.AllocClientStatusFailed {
 			out = append(out, a)
 		}
 	}

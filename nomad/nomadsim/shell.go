@@ -1,11 +1,14 @@
 package nomadsim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"sandgate/render/execwrap"
 )
@@ -22,6 +25,10 @@ type shCommand struct {
 	redirects [][2]string // {fd, target}: target "&1", "&2" or "/dev/null"
 	connector string      // how it joins the previous command: ";", "&&", "||"
 	line      int
+	// background: the command ended with a single '&'. It runs beside the
+	// rest of the script with stdin from /dev/null, its status is 0, and it
+	// is killed when the script ends (a real one would outlive it).
+	background bool
 }
 
 // biSh is the simulated sh: `sh -c SCRIPT` or, without -c, a script read
@@ -72,6 +79,16 @@ func biSh(p *proc) int {
 func runScript(p *proc, cmds []shCommand) int {
 	status := 0
 	cwd := p.cwd
+	var bg sync.WaitGroup
+	bgCtx, stopBg := context.WithCancel(p.ctx)
+	defer func() { stopBg(); bg.Wait() }()
+	stdout, stderr := p.stdout, p.stderr
+	if slices.ContainsFunc(cmds, func(c shCommand) bool { return c.background }) {
+		// Background and foreground commands write at the same time, as
+		// processes share a pipe.
+		mu := &sync.Mutex{}
+		stdout, stderr = &syncWriter{mu: mu, w: stdout}, &syncWriter{mu: mu, w: stderr}
+	}
 	for _, c := range cmds {
 		if p.killed() {
 			return exitKilled
@@ -79,7 +96,7 @@ func runScript(p *proc, cmds []shCommand) int {
 		if (c.connector == "&&" && status != 0) || (c.connector == "||" && status == 0) {
 			continue
 		}
-		out, errw := p.stdout, p.stderr
+		out, errw := stdout, stderr
 		for _, r := range c.redirects {
 			var target io.Writer
 			switch r[1] {
@@ -132,12 +149,21 @@ func runScript(p *proc, cmds []shCommand) int {
 				continue
 			}
 		}
-		child := &proc{ctx: p.ctx, args: words, env: env, cwd: cwd, stdin: p.stdin, stdout: out, stderr: errw}
+		child := &proc{ctx: p.ctx, args: words, env: env, cwd: cwd, stdin: p.stdin, stdout: out, stderr: errw, busybox: p.busybox}
 		fn, ok := lookupBuiltin(words[0])
-		if ok {
+		switch {
+		case ok && c.background:
+			child.ctx, child.stdin = bgCtx, strings.NewReader("")
+			bg.Go(func() { fn(child) })
+			status = 0
+		case ok:
 			status = fn(child)
-		} else {
-			_, _ = fmt.Fprintf(errw, "sh: %d: %s: not found\n", c.line, words[0])
+		default:
+			if p.busybox {
+				_, _ = fmt.Fprintf(errw, "sh: %s: not found\n", words[0])
+			} else {
+				_, _ = fmt.Fprintf(errw, "sh: %d: %s: not found\n", c.line, words[0])
+			}
 			status = 127
 		}
 		if exit {
@@ -148,6 +174,18 @@ func runScript(p *proc, cmds []shCommand) int {
 		return exitKilled
 	}
 	return status
+}
+
+// syncWriter serialises writes to w.
+type syncWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
 }
 
 func isAssignment(w string) bool {
@@ -167,7 +205,8 @@ func isAssignment(w string) bool {
 
 // parseScript splits a script into simple commands. It accepts words with
 // '...' and "..." quoting and backslash escapes, the operators ; && || and
-// newlines, comments, and the redirections >&2 1>&2 2>&1 [12]>/dev/null.
+// newlines, a single '&' that puts a command in the background, comments,
+// and the redirections >&2 1>&2 2>&1 [12]>/dev/null.
 // Anything else is errShellUnsupported.
 func parseScript(script string) ([]shCommand, error) {
 	var cmds []shCommand
@@ -217,6 +256,15 @@ func parseScript(script string) ([]shCommand, error) {
 				return nil, err
 			}
 			i++
+		case c == '&':
+			flush()
+			if len(cur.words) == 0 {
+				return nil, errShellUnsupported
+			}
+			cur.background = true
+			if err := endCommand(";"); err != nil {
+				return nil, err
+			}
 		case c == '>':
 			fd := "1"
 			if inWord && !quoted && (word.String() == "1" || word.String() == "2") {
