@@ -1,0 +1,90 @@
+package gateway_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"sandgate/store"
+)
+
+// A node that goes down: exec answers 503 with Retry-After and the sandbox
+// stays (its node may return); once Nomad has replaced the allocation, the
+// allocation watch ends the sandbox (reason lost) and releases its budget.
+// The same sequence runs on the real agent in test/e2e (TestALostNode).
+func TestALostNodeIsUnavailableThenTheSandboxEnds(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	id, session := h.create(h.operator, map[string]any{"node": "worker-1"})
+	if err := h.sim.SetNodeStatus("worker-1", "down"); err != nil {
+		t.Fatal(err)
+	}
+	r := h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"true"}})
+	expectProblem(t, r, http.StatusServiceUnavailable, "nomad_unavailable")
+	if r.header.Get("Retry-After") == "" {
+		t.Fatalf("503 without Retry-After: %s", r.body)
+	}
+	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes/"+id+"/logs", session, nil), http.StatusServiceUnavailable, "nomad_unavailable")
+	if n, err := h.srv.WatchAllocations(t.Context()); err != nil || n != 0 {
+		t.Fatalf("watch while the node is down: %d ended, %v", n, err)
+	}
+	if rec, _ := h.st.Get(t.Context(), id); rec.State != store.StateRunning {
+		t.Fatalf("while the node is down: %+v", rec)
+	}
+	if err := h.sim.SetNodeStatus("worker-1", "ready"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := h.srv.WatchAllocations(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the watch never ended the sandbox whose allocation was replaced")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	rec, _ := h.st.Get(t.Context(), id)
+	if rec.State != store.StateEnded || rec.EndReason != "lost" || !strings.Contains(rec.LastError, "replaced") {
+		t.Fatalf("the lost sandbox: %+v", rec)
+	}
+	if u, _ := h.st.NodeUsage(t.Context(), "worker-1"); u != (store.Usage{}) {
+		t.Fatalf("budget still held: %+v", u)
+	}
+	if len(h.sim.Jobs()) != 0 {
+		t.Fatalf("the job was not purged: %v", h.sim.Jobs())
+	}
+	// Its token was revoked with the end.
+	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes/"+id, session, nil), http.StatusUnauthorized, "unauthenticated")
+}
+
+// A call that finds the allocation already replaced ends the sandbox at
+// once and says so: 410 sandbox_lost.
+func TestExecOnAReplacedAllocationEndsTheSandbox(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	id, session := h.create(h.operator, map[string]any{"node": "worker-1"})
+	for _, st := range []string{"down", "ready"} {
+		if err := h.sim.SetNodeStatus("worker-1", st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var r response
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r = h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"true"}})
+		if r.status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // the replacement is being placed
+	}
+	expectProblem(t, r, http.StatusGone, "sandbox_lost")
+	if rec, _ := h.st.Get(t.Context(), id); rec.EndReason != "lost" {
+		t.Fatalf("after the 410: %+v", rec)
+	}
+}
