@@ -134,6 +134,10 @@ func (s *Server) decide(ctx context.Context, ep policies.Entrypoint, v ast.Value
 	switch in := doc.(type) {
 	case *policies.AdmissionInput:
 		entry.SandboxID = in.Sandbox.ID
+	case *policies.ReclaimInput:
+		if in.Sandbox != nil {
+			entry.SandboxID = in.Sandbox.ID
+		}
 	case *policies.LifecycleInput:
 		if in.Sandbox != nil {
 			entry.SandboxID = in.Sandbox.ID

@@ -93,7 +93,7 @@ func (s *Server) createSandbox(c echo.Context) error {
 		}, policies.PrincipalFacts{
 			Sub: rec.Principal, Role: string(cl.claims.Role),
 			LiveSandboxes: f.Principal.Sandboxes, MaxLiveSandboxes: quota,
-		})
+		}, NomadMounts(st))
 		v, err := in.Value()
 		if err != nil {
 			return fmt.Errorf("admission input: %w", err)

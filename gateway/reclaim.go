@@ -20,8 +20,9 @@ const principalReclaim = "system:reclaim"
 // (a Nomad or operator drain) or R3 (disk or memory past the reclaim
 // thresholds) reclaims every sandbox on the node through the lifecycle
 // decision, releasing their budgets. An INPUT deny, an engine error or an
-// unreadable node reclaims nothing. It returns how many sandboxes it
-// ended. While no sandbox is live it makes no Nomad call.
+// unreadable node reclaims nothing. Then it ends every running sandbox past
+// its task-directory quota (enforceDiskQuotas, H5). It returns how many
+// sandboxes it ended. While no sandbox is live it makes no Nomad call.
 func (s *Server) Reclaim(ctx context.Context) (int, error) {
 	live, err := s.cfg.Store.List(ctx, store.Filter{LiveOnly: true})
 	if err != nil {
@@ -63,6 +64,11 @@ func (s *Server) Reclaim(ctx context.Context) (int, error) {
 		if err != nil {
 			errs = append(errs, err)
 		}
+	}
+	n, err := s.enforceDiskQuotas(ctx)
+	ended += n
+	if err != nil {
+		errs = append(errs, err)
 	}
 	return ended, errors.Join(errs...)
 }

@@ -40,6 +40,7 @@ type Nomad interface {
 	WaitPlacement(ctx context.Context, jobID, evalID string) (nomad.Placement, error)
 	Exec(ctx context.Context, allocID, task string, argv []string, stdin []byte, stdout, stderr io.Writer) (int, error)
 	Logs(ctx context.Context, allocID, task, stream string, tailBytes int64) ([]byte, error)
+	TaskDirUsage(ctx context.Context, allocID, task string, lim nomad.WalkLimits) (nomad.TaskDirUsage, error)
 }
 
 var _ Nomad = (*nomad.Client)(nil)

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -104,6 +105,7 @@ func NewSpec(s policies.Settings, req SpecRequest, now time.Time) (render.Sandbo
 		PidsLimit:       s.Docker.PidsLimitDefault,
 		Ulimits:         render.Ulimits{NoFile: nofile, NProc: nproc},
 		Runtime:         s.Runtimes.Default,
+		DiskMB:          s.Docker.TaskDirs.QuotaMB,
 	}, nil
 }
 
@@ -157,8 +159,16 @@ func WorkerFacts(name, arch, enrollment string, s policies.Settings) policies.No
 	}
 }
 
-// AdmissionInput assembles the admission document for one rendered job.
-func AdmissionInput(spec render.SandboxSpec, jobJSON []byte, node policies.NodeFacts, budget policies.Budget, principal policies.PrincipalFacts) *policies.AdmissionInput {
+// NomadMounts returns the mounts Nomad adds to every task, as policy data
+// states them (docker.task_dirs.mounts), for the admission input; nil when
+// the data states none, which admission refuses (INPUT).
+func NomadMounts(s policies.Settings) []policies.NomadMount {
+	return slices.Clone(s.Docker.TaskDirs.Mounts)
+}
+
+// AdmissionInput assembles the admission document for one rendered job;
+// mounts are Nomad's own (NomadMounts).
+func AdmissionInput(spec render.SandboxSpec, jobJSON []byte, node policies.NodeFacts, budget policies.Budget, principal policies.PrincipalFacts, mounts []policies.NomadMount) *policies.AdmissionInput {
 	return &policies.AdmissionInput{
 		Now: spec.CreatedAt.Unix(),
 		Sandbox: policies.SandboxFacts{
@@ -169,10 +179,11 @@ func AdmissionInput(spec render.SandboxSpec, jobJSON []byte, node policies.NodeF
 			CreatedAt: spec.CreatedAt.Unix(),
 			CeilingAt: spec.CeilingAt().Unix(),
 		},
-		Job:       jobJSON,
-		Node:      node,
-		Budget:    budget,
-		Principal: principal,
+		Job:         jobJSON,
+		Node:        node,
+		Budget:      budget,
+		Principal:   principal,
+		NomadMounts: mounts,
 	}
 }
 

@@ -19,6 +19,11 @@ type AdmissionInput struct {
 	Budget Budget    `json:"budget"`
 	// Principal is who asks and what it holds (B3).
 	Principal PrincipalFacts `json:"principal"`
+	// NomadMounts are the mounts Nomad adds to the task on top of the job's
+	// own (from data docker.task_dirs.mounts), so that a reviewer sees
+	// them and H5 can require a quota for those on the host's disk. Nil is
+	// left out of the document (INPUT).
+	NomadMounts []NomadMount `json:"nomad_mounts,omitzero"`
 }
 
 // SandboxFacts is what the gateway intends: the policy checks the job against it.
@@ -164,6 +169,21 @@ func (in *AdmissionInput) Value() (ast.Value, error) {
 		p.Insert(ast.InternedTerm("max_live_sandboxes"), ast.InternedTerm(in.Principal.MaxLiveSandboxes))
 	}
 	o.Insert(ast.InternedTerm("principal"), ast.NewTerm(p))
+
+	if in.NomadMounts != nil {
+		ms := make([]*ast.Term, 0, len(in.NomadMounts))
+		for _, m := range in.NomadMounts {
+			mo := ast.NewObjectWithCapacity(4)
+			putString(mo, "target", m.Target)
+			mo.Insert(ast.InternedTerm("host_disk"), ast.InternedTerm(m.HostDisk))
+			mo.Insert(ast.InternedTerm("noexec"), ast.InternedTerm(m.NoExec))
+			if m.TmpfsMB != 0 {
+				mo.Insert(ast.InternedTerm("tmpfs_mb"), ast.InternedTerm(m.TmpfsMB))
+			}
+			ms = append(ms, ast.NewTerm(mo))
+		}
+		o.Insert(ast.InternedTerm("nomad_mounts"), ast.ArrayTerm(ms...))
+	}
 
 	o.Insert(ast.InternedTerm("budget"), ast.ObjectTerm(
 		ast.Item(ast.InternedTerm("limits"), ast.NewTerm(lim)),

@@ -81,7 +81,7 @@ func TestEveryRequiredSpecRuleIsAnnotatedInItsEntrypoint(t *testing.T) {
 		Authz:     {"INPUT", "T1", "T2", "T3", "T4", "E1", "E2", "E3", "L2", "H9", "B3", "C1"},
 		Lifecycle: {"INPUT", "H9", "L1", "L3", "L4", "B4"},
 		Hosts:     {"INPUT", "P2", "I5", "B1", "R2"},
-		Reclaim:   {"INPUT", "R2", "R3"},
+		Reclaim:   {"INPUT", "R2", "R3", "H5"},
 		Isolation: {"INPUT", "I1", "I2", "I3", "I4"},
 	}
 	// Every rule id of SPEC.md is a tested Rego rule somewhere.

@@ -51,6 +51,21 @@ type ReclaimInput struct {
 	// Trigger says who asks: monitor (the periodic usage pass) or drain (an
 	// operator's change to draining).
 	Trigger string `json:"trigger"`
+	// Sandbox, when set, asks about one sandbox on the node: may it keep
+	// what it wrote to its task directories (H5)?
+	Sandbox *ReclaimSandbox `json:"sandbox,omitempty"`
+}
+
+// ReclaimSandbox is one sandbox's measured task-directory usage: what the
+// usage monitor found in /alloc and /local by walking them from outside.
+type ReclaimSandbox struct {
+	ID string `json:"id"`
+	// TaskDirBytes is the walk's total: apparent file sizes plus a floor
+	// per entry (nomad.TaskDirUsage.Bytes).
+	TaskDirBytes int64 `json:"task_dir_bytes"`
+	// WalkComplete is false when the walk stopped at a bound or saw the
+	// tree change: TaskDirBytes is then a lower bound.
+	WalkComplete bool `json:"walk_complete"`
 }
 
 // Value builds the input document.

@@ -71,6 +71,10 @@ func TestTheHandBuiltAdmissionInputEqualsItsJSON(t *testing.T) {
 			Attributes: map[string]string{"cpu.arch": "arm64"}, Meta: map[string]string{"k": "v"}, ControlPlane: true,
 			OperatorState: "active", Enrollment: "sandbox", Usage: NodeUsage{MemoryPercent: ptr(41.5), DiskPercent: ptr(22.0)}},
 		Budget: Budget{Limits: BudgetLimits{MaxSandboxes: 10, CPUMHz: 8000, MemoryMB: 16384}, Used: BudgetUse{Sandboxes: 3, CPUMHz: 1500, MemoryMB: 1536}},
+		NomadMounts: []NomadMount{
+			{Target: "/alloc", HostDisk: true},
+			{Target: "/secrets", NoExec: true, TmpfsMB: 1},
+		},
 	}
 	got, err := in.Value()
 	if err != nil {
@@ -79,13 +83,14 @@ func TestTheHandBuiltAdmissionInputEqualsItsJSON(t *testing.T) {
 	if want := viaJSON(t, in); got.Compare(want) != 0 {
 		t.Fatalf("hand-built input differs from its JSON:\n got %v\nwant %v", got, want)
 	}
-	sparse := &AdmissionInput{}
-	got, err = sparse.Value()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := viaJSON(t, sparse); got.Compare(want) != 0 {
-		t.Fatalf("sparse input differs from its JSON:\n got %v\nwant %v", got, want)
+	for _, sparse := range []*AdmissionInput{{}, {NomadMounts: []NomadMount{}}} {
+		got, err = sparse.Value()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := viaJSON(t, sparse); got.Compare(want) != 0 {
+			t.Fatalf("sparse input differs from its JSON:\n got %v\nwant %v", got, want)
+		}
 	}
 }
 

@@ -158,6 +158,34 @@ type DockerSettings struct {
 	UlimitDefault    map[string]string `json:"ulimit_default"`
 	// Tmpfs maps a mount target (/workspace, /tmp) to its size default and cap.
 	Tmpfs map[string]TmpfsSettings `json:"tmpfs"`
+	// TaskDirs are the directories Nomad itself mounts into every task and
+	// the quota that bounds what a sandbox writes there (H5).
+	TaskDirs TaskDirSettings `json:"task_dirs"`
+}
+
+// TaskDirSettings describe Nomad's own mounts and the per-sandbox disk quota
+// on them (H5). Nomad 1.6.5's docker driver bind-mounts /alloc and /local
+// from the client's data disk, read-write and executable, and /secrets from
+// a 1 MiB tmpfs; nothing in Nomad caps the first two, so the usage monitor
+// measures them and ends a sandbox past QuotaMB ("disk_quota").
+type TaskDirSettings struct {
+	// QuotaMB is the most a sandbox may keep in its host-disk task
+	// directories, in MiB; it is also the job's ephemeral disk (scheduling).
+	QuotaMB int `json:"quota_mb"`
+	// Mounts are the mounts Nomad adds to every task, shown to admission.
+	Mounts []NomadMount `json:"mounts"`
+}
+
+// NomadMount is one directory Nomad mounts into every task.
+type NomadMount struct {
+	Target string `json:"target"` // where the task sees it: /alloc, /local, /secrets
+	// HostDisk: the mount is a directory on the client's disk (bounded only
+	// by the quota), not a size-capped tmpfs.
+	HostDisk bool `json:"host_disk"`
+	// NoExec: the kernel refuses to execute files from it.
+	NoExec bool `json:"noexec"`
+	// TmpfsMB is the size of a tmpfs mount in MiB; 0 for a host-disk one.
+	TmpfsMB int `json:"tmpfs_mb,omitempty"`
 }
 
 // TmpfsSettings holds a tmpfs work area's size, in MiB.

@@ -25,7 +25,7 @@ func ExampleRenderer_Job() {
 			NoFile: Ulimit{Soft: 1024, Hard: 1024},
 			NProc:  Ulimit{Soft: 512, Hard: 512},
 		},
-		Runtime: "runc",
+		Runtime: "runc", DiskMB: 64,
 	}
 	job, err := r.Job(spec)
 	if err != nil {

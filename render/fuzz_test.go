@@ -34,6 +34,7 @@ func FuzzJob(f *testing.F) {
 				NProc:  Ulimit{Soft: nprocSoft, Hard: nprocHard},
 			},
 			Runtime: runtime,
+			DiskMB:  64,
 		}
 		job, err := r.Job(spec)
 		if err != nil {

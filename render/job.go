@@ -56,6 +56,13 @@ func (r *Renderer) job(s SandboxSpec) *api.Job {
 				Attempts:  new(0),
 				Unlimited: new(false),
 			},
+			// What Nomad schedules by: the task-directory quota (H5). It caps
+			// nothing; the gateway's usage monitor enforces the quota.
+			EphemeralDisk: &api.EphemeralDisk{
+				SizeMB:  new(s.DiskMB),
+				Sticky:  new(false),
+				Migrate: new(false),
+			},
 			Tasks: []*api.Task{r.task(s, ceilingSeconds)},
 		}},
 	}

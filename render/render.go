@@ -117,6 +117,11 @@ type SandboxSpec struct {
 	Ulimits Ulimits
 	// Runtime is the OCI runtime, e.g. "runc" or "runsc" [runtime].
 	Runtime string
+	// DiskMB is the group's ephemeral disk in MB [disk_mb]: the task-directory
+	// quota of policy data (H5). Nomad schedules by it but does not enforce
+	// it (the gateway's usage monitor does); it must exceed the log storage
+	// Config.LogMaxFiles * Config.LogMaxFileSizeMB, as Nomad requires.
+	DiskMB int
 }
 
 // JobID returns the Nomad job id (and name) of the sandbox: Prefix + ID.

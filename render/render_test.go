@@ -45,6 +45,7 @@ func validSpec(p Profile, n Network) SandboxSpec {
 			NProc:  Ulimit{Soft: 512, Hard: 512},
 		},
 		Runtime: "runc",
+		DiskMB:  64,
 	}
 }
 

@@ -35,6 +35,7 @@ func (r *Renderer) validateSpec(s SandboxSpec) error {
 		checkLifetime,
 		checkResources,
 		checkContainer,
+		r.checkDisk,
 	} {
 		if fe := check(s); fe != nil {
 			return fe
@@ -147,6 +148,15 @@ func checkContainer(s SandboxSpec) *FieldError {
 	}
 	if reason := reasonIfNotToken(s.Runtime); reason != "" {
 		return fieldErr("runtime", "%s", reason)
+	}
+	return nil
+}
+
+// checkDisk validates disk_mb: Nomad refuses a job whose log storage is not
+// below its ephemeral disk.
+func (r *Renderer) checkDisk(s SandboxSpec) *FieldError {
+	if logs := r.cfg.LogMaxFiles * r.cfg.LogMaxFileSizeMB; s.DiskMB <= logs {
+		return fieldErr("disk_mb", "must exceed the log storage of %d MB (log_max_files * log_max_file_size_mb)", logs)
 	}
 	return nil
 }

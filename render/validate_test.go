@@ -61,6 +61,8 @@ func TestJobRejectsAnInvalidSpecNamingTheField(t *testing.T) {
 		{"a negative nofile soft limit is refused",
 			func(s *SandboxSpec) { s.Ulimits.NoFile.Soft = -1 }, "ulimits"},
 		{"an empty runtime is refused", func(s *SandboxSpec) { s.Runtime = "" }, "runtime"},
+		{"no ephemeral disk is refused", func(s *SandboxSpec) { s.DiskMB = 0 }, "disk_mb"},
+		{"an ephemeral disk no larger than the log storage is refused", func(s *SandboxSpec) { s.DiskMB = 10 }, "disk_mb"},
 		{"a runtime with a tab is refused", func(s *SandboxSpec) { s.Runtime = "run\tc" }, "runtime"},
 		{"the first invalid field in declaration order is the one reported",
 			func(s *SandboxSpec) { s.Runtime, s.CPUMHz, s.Node = "", 0, "" }, "node"},

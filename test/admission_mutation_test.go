@@ -52,7 +52,7 @@ func (f *fixture) spec(profile render.Profile, network render.Network) render.Sa
 		CPUMHz: s.Sandbox.DefaultCPUMHz, MemoryMB: s.Sandbox.DefaultMemoryMB, Image: s.Images.Default,
 		Priority: s.Priority.Default, WorkspaceMB: 256, TmpMB: 64, PidsLimit: s.Docker.PidsLimitDefault,
 		Ulimits: render.Ulimits{NoFile: render.Ulimit{Soft: 1024, Hard: 1024}, NProc: render.Ulimit{Soft: 512, Hard: 512}},
-		Runtime: s.Runtimes.Default,
+		Runtime: s.Runtimes.Default, DiskMB: s.Docker.TaskDirs.QuotaMB,
 	}
 }
 
@@ -89,7 +89,8 @@ func (f *fixture) input(t *testing.T, profile render.Profile, network render.Net
 			Limits: policies.BudgetLimits{MaxSandboxes: 10, CPUMHz: 8000, MemoryMB: 16384},
 			Used:   policies.BudgetUse{Sandboxes: 3, CPUMHz: 1500, MemoryMB: 1536},
 		},
-		Principal: policies.PrincipalFacts{Sub: "ci", Role: "agent", LiveSandboxes: 1},
+		Principal:   policies.PrincipalFacts{Sub: "ci", Role: "agent", LiveSandboxes: 1},
+		NomadMounts: gateway.NomadMounts(f.settings),
 	}
 	b, err := json.Marshal(in)
 	if err != nil {
@@ -227,6 +228,11 @@ func TestEachSingleMutationIsDeniedByExactlyItsRule(t *testing.T) {
 		}},
 		{name: "a device", want: "H5", mutate: func(d doc) { config(d)["devices"] = []any{doc{"host_path": "/dev/kvm"}} }},
 		{name: "the host pid namespace", want: "H5", mutate: func(d doc) { config(d)["pid_mode"] = "host" }},
+		{name: "an ephemeral disk above the task-dir quota", want: "H5", mutate: func(d doc) {
+			group(d)["EphemeralDisk"].(doc)["SizeMB"] = 100000
+		}},
+		{name: "a sticky ephemeral disk", want: "H5", mutate: func(d doc) { group(d)["EphemeralDisk"].(doc)["Sticky"] = true }},
+		{name: "Nomad's own mounts left out of the input", want: "INPUT", mutate: func(d doc) { delete(d, "nomad_mounts") }},
 		{name: "tmpfs without a size", want: "H6", mutate: func(d doc) { delete(mount(d, "/workspace"), "tmpfs_options") }},
 		{name: "tmpfs /tmp missing", want: "H6", mutate: func(d doc) {
 			config(d)["mount"] = []any{mount(d, "/workspace")}

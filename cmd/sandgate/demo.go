@@ -85,7 +85,7 @@ func demoCase(cmd *cobra.Command, out io.Writer, engine *policies.Engine, s poli
 			return err
 		}
 	}
-	in := gateway.AdmissionInput(spec, jobJSON, gateway.WorkerFacts(req.Node, spec.Arch, enrollment, s), policies.Budget{Limits: s.NodeBudgetDefault}, policies.PrincipalFacts{Sub: "demo", Role: "operator"})
+	in := gateway.AdmissionInput(spec, jobJSON, gateway.WorkerFacts(req.Node, spec.Arch, enrollment, s), policies.Budget{Limits: s.NodeBudgetDefault}, policies.PrincipalFacts{Sub: "demo", Role: "operator"}, gateway.NomadMounts(s))
 	v, err := in.Value()
 	if err != nil {
 		return err

@@ -87,7 +87,7 @@ unless --enrollment says otherwise.`,
 			if err != nil {
 				return err
 			}
-			in := gateway.AdmissionInput(spec, jobJSON, node, budget, who)
+			in := gateway.AdmissionInput(spec, jobJSON, node, budget, who, gateway.NomadMounts(s))
 			doc, err := json.Marshal(in)
 			if err != nil {
 				return err

@@ -38,6 +38,7 @@ type Server struct {
 	procs      map[*execProc]struct{}
 	conns      map[*websocket.Conn]struct{}
 	httpSrv    *http.Server
+	taskDirs   map[string]simDir // alloc id -> simulated alloc directory (fs.go)
 
 	reqs requestLog
 	flt  faultSet
@@ -180,6 +181,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/v1/client/stats", s.get(s.handleClientStats))
 	mux.HandleFunc("/v1/client/allocation/", s.handleClientAllocation)
 	mux.HandleFunc("/v1/client/fs/logs/", s.get(s.handleLogs))
+	mux.HandleFunc("/v1/client/fs/ls/", s.get(s.handleFSList))
 	mux.HandleFunc("/v1/jobs", s.handleJobs)
 	mux.HandleFunc("/v1/job/", s.handleJob)
 	mux.HandleFunc("/v1/validate/job", s.handleValidate)

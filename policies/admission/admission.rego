@@ -135,8 +135,9 @@ _config_value(k) := v if {
 # description: >-
 #   The input must be an object carrying the job, node, budget and sandbox objects, the
 #   current time (now), the sandbox id (a string), a profile and a network known to
-#   data.sandgate.config, numeric created_at and ceiling_at, and a non-empty node name.
-#   In Rego a comparison with a missing value is undefined rather than false, so a
+#   data.sandgate.config, numeric created_at and ceiling_at, a non-empty node name, and
+#   nomad_mounts: the list of mounts Nomad adds to every task, each with a string target
+#   and a boolean host_disk (H5 needs them to judge the task-directory quota). In Rego a comparison with a missing value is undefined rather than false, so a
 #   missing fact could silently skip a check: this rule makes every such gap a denial
 #   (fail closed). Missing budget figures are refused by B1.
 # custom:
@@ -191,6 +192,18 @@ _node_name_ok if {
 _input contains "input.principal needs role (a string) and live_sandboxes (a non-negative number)" if {
 	_input_section("principal")
 	not _principal_ok
+}
+
+_input contains "input.nomad_mounts must list the mounts Nomad adds to the task, each with a string target and a boolean host_disk" if {
+	not _nomad_mounts_ok
+}
+
+_nomad_mounts_ok if {
+	is_array(input.nomad_mounts)
+	every m in input.nomad_mounts {
+		is_string(m.target)
+		is_boolean(m.host_disk)
+	}
 }
 
 _principal_ok if {

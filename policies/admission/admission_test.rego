@@ -105,7 +105,7 @@ _base_group := {
 		"Attempts": 0, "Interval": null, "Delay": null, "DelayFunction": null,
 		"MaxDelay": null, "Unlimited": false,
 	},
-	"EphemeralDisk": null,
+	"EphemeralDisk": {"Sticky": false, "SizeMB": _data.docker.task_dirs.quota_mb, "Migrate": false},
 	"Update": null,
 	"Migrate": null,
 	"Networks": null,
@@ -195,7 +195,15 @@ _base := {
 		"used": {"sandboxes": 3, "cpu_mhz": 1500, "memory_mb": 1536},
 	},
 	"principal": {"sub": "agent:ci", "role": "agent", "live_sandboxes": 1, "max_live_sandboxes": null},
+	"nomad_mounts": _nomad_mounts,
 }
+
+# The mounts Nomad 1.6.5's docker driver adds to every task.
+_nomad_mounts := [
+	{"target": "/alloc", "host_disk": true, "noexec": false},
+	{"target": "/local", "host_disk": true, "noexec": false},
+	{"target": "/secrets", "host_disk": false, "noexec": true, "tmpfs_mb": 1},
+]
 
 _workspace_caps := ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "SETFCAP"]
 
@@ -369,6 +377,20 @@ test_missing_node_name_denies_input if {
 	"INPUT" in _ids(_with("/node/name", ""))
 }
 
+test_missing_or_malformed_nomad_mounts_deny_input_only if {
+	_ids(_without("/nomad_mounts")) == {"INPUT"}
+	_ids(_with("/nomad_mounts", {"target": "/alloc", "host_disk": true})) == {"INPUT"}
+	_ids(_with("/nomad_mounts/0/host_disk", "yes")) == {"INPUT"}
+	_ids(_without("/nomad_mounts/1/target")) == {"INPUT"}
+	_ids(_with("/nomad_mounts/-", "/alloc")) == {"INPUT"}
+	_ids(_with("/nomad_mounts", [])) == set()
+}
+
+test_missing_nomad_mounts_message if {
+	d := _decision(_without("/nomad_mounts"))
+	d.violations == {{"rule": "INPUT", "msg": "input.nomad_mounts must list the mounts Nomad adds to the task, each with a string target and a boolean host_disk"}}
+}
+
 test_missing_budget_section_denies_input_and_b1 if {
 	_ids(_without("/budget")) == {"INPUT", "B1"}
 	_ids(_with("/budget", [])) == {"INPUT", "B1"}
@@ -409,6 +431,8 @@ _mutations := {
 	"templates": [[{"op": "add", "path": _task("Templates"), "value": [{"EmbeddedTmpl": "x", "DestPath": "local/x"}]}], {"H4"}],
 	"volumes": [[{"op": "add", "path": _cfg("volumes"), "value": ["/etc:/host-etc"]}], {"H5"}],
 	"docker socket": [[{"op": "add", "path": _cfg("mount/-"), "value": _sock_mount}], {"H5"}],
+	"ephemeral disk above the quota": [[{"op": "add", "path": _group("EphemeralDisk/SizeMB"), "value": 100000}], {"H5"}],
+	"nomad mounts missing": [[{"op": "remove", "path": "/nomad_mounts"}], {"INPUT"}],
 	"workspace tmpfs_options removed": [[{"op": "remove", "path": _cfg("mount/0/tmpfs_options")}], {"H6"}],
 	"group services": [[{"op": "add", "path": _group("Services"), "value": [{"Name": "x"}]}], {"H7"}],
 	"task services": [[{"op": "add", "path": _task("Services"), "value": [{"Name": "x", "Tags": ["a"]}]}], {"H7"}],
@@ -513,6 +537,14 @@ test_mutation_volumes_gives_exactly_its_rule_on_every_variant if {
 
 test_mutation_docker_socket_gives_exactly_its_rule_on_every_variant if {
 	_mutation_failures("docker socket") == set()
+}
+
+test_mutation_ephemeral_disk_above_the_quota_gives_exactly_its_rule_on_every_variant if {
+	_mutation_failures("ephemeral disk above the quota") == set()
+}
+
+test_mutation_nomad_mounts_missing_gives_exactly_its_rule_on_every_variant if {
+	_mutation_failures("nomad mounts missing") == set()
 }
 
 test_mutation_workspace_tmpfs_options_removed_gives_exactly_its_rule_on_every_variant if {
@@ -632,7 +664,7 @@ test_mutation_readonly_rootfs_false_gives_exactly_its_rule_on_every_variant if {
 }
 
 test_mutation_table_is_complete if {
-	count(_mutations) == 39
+	count(_mutations) == 41
 	count(_strict_mutations) == 2
 	count(_egress_mutations) == 1
 }

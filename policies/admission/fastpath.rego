@@ -184,6 +184,17 @@ _canonical_input if {
 		not contains(target, "docker.sock")
 	}) == count(mounts)
 
+	# INPUT: Nomad's own mounts are listed, each {target: string, host_disk: boolean}.
+	# H5: a positive task-dir quota bounds them, and the group's ephemeral disk declares
+	# exactly that quota, neither sticky nor migrated.
+	nomad_mounts := input.nomad_mounts
+	is_array(nomad_mounts)
+	count([m | some m in nomad_mounts; is_string(m.target); is_boolean(m.host_disk)]) == count(nomad_mounts)
+	quota := docker.task_dirs.quota_mb
+	quota >= 1
+	quota < ""
+	group.EphemeralDisk == {"SizeMB": quota, "Sticky": false, "Migrate": false}
+
 	# INPUT, B3: a principal with a string role and a live count, within its quota.
 	principal := input.principal
 	is_string(principal.role)

@@ -64,7 +64,7 @@ _h4 contains sprintf("job %s must not be set", [field]) if {
 # --- H5 --------------------------------------------------------------------------------
 
 # METADATA
-# title: No host paths, volumes, devices or Docker socket
+# title: No host paths, volumes, devices or Docker socket; Nomad's own mounts under a quota
 # description: >-
 #   No docker.host_access_keys key (volumes, mounts, devices, pid_mode, userns_mode, sysctl,
 #   ...) may appear, whatever its value; mount must be a list whose every entry is an
@@ -72,6 +72,13 @@ _h4 contains sprintf("job %s must not be set", [field]) if {
 #   path containing docker.sock; and the task must not set VolumeMounts or
 #   Resources.Devices nor the group Volumes. Each of those shares a host path, device,
 #   namespace or volume with the container, and the Docker socket is root on the host.
+#   Nomad itself bind-mounts task directories into every task (input.nomad_mounts: /alloc
+#   and /local from the node's disk, read-write and executable, /secrets a 1 MiB tmpfs);
+#   no job setting can remove or cap them. When one of them is on the host's disk,
+#   docker.task_dirs.quota_mb must be a positive number (the usage monitor ends a sandbox
+#   past it, see the reclaim decision) and the group's EphemeralDisk must declare exactly
+#   that size, not sticky and not migrated (Nomad schedules by it; a larger figure would
+#   reserve node disk that managed jobs then cannot get).
 # custom:
 #   id: H5
 #   severity: critical
@@ -125,6 +132,31 @@ _h5 contains "task VolumeMounts must not be set" if _set(_task.VolumeMounts)
 _h5 contains "task group Volumes must not be set" if _set(_group.Volumes)
 
 _h5 contains "task Resources.Devices must not be set" if _set(_resources.Devices)
+
+# Nomad's own mounts that live on the node's disk, when input.nomad_mounts is a list
+# (INPUT fires otherwise).
+_host_disk_mounts := sort([m.target |
+	some m in input.nomad_mounts
+	m.host_disk == true
+])
+
+_task_dir_quota := q if {
+	q := _cfg.docker.task_dirs.quota_mb
+	is_number(q)
+	q > 0
+}
+
+_h5 contains sprintf("Nomad mounts %v from the node's disk into the task and docker.task_dirs.quota_mb is not a positive number: nothing would bound them", [_host_disk_mounts]) if {
+	count(_host_disk_mounts) > 0
+	not _task_dir_quota
+}
+
+_h5 contains sprintf("task group EphemeralDisk must be {SizeMB: %v, Sticky: false, Migrate: false} (docker.task_dirs.quota_mb), got %v", [_task_dir_quota, _ephemeral_disk]) if {
+	_task_dir_quota
+	not _ephemeral_disk == {"SizeMB": _task_dir_quota, "Sticky": false, "Migrate": false}
+}
+
+_ephemeral_disk := object.get(_group, "EphemeralDisk", null)
 
 # --- H6 --------------------------------------------------------------------------------
 

@@ -96,6 +96,45 @@ test_h5_nomad_volumes_and_devices_deny if {
 	_ids(_with(_task("Resources/Devices"), [{"Name": "nvidia/gpu"}])) == {"H5"}
 }
 
+test_h5_nomad_host_disk_mounts_without_a_quota_deny if {
+	# The input is built first: its EphemeralDisk reads the quota from data.
+	inp := _base
+	_ids(inp) == {"H5"} with data.sandgate.config.docker.task_dirs.quota_mb as 0
+	_ids(inp) == {"H5"} with data.sandgate.config.docker.task_dirs.quota_mb as "64"
+	_ids(inp) == {"H5"} with data.sandgate.config.docker.task_dirs.quota_mb as null
+}
+
+test_h5_nomad_host_disk_mounts_message_names_them if {
+	inp := _base
+	d := _decision(inp) with data.sandgate.config.docker.task_dirs.quota_mb as 0
+	d.violations == {{"rule": "H5", "msg": `Nomad mounts ["/alloc", "/local"] from the node's disk into the task and docker.task_dirs.quota_mb is not a positive number: nothing would bound them`}}
+}
+
+test_h5_nomad_tmpfs_mounts_alone_need_no_quota if {
+	tmpfs_only := [m | some m in _nomad_mounts; m.host_disk == false]
+	inp := json.patch(_base, [
+		{"op": "replace", "path": "/nomad_mounts", "value": tmpfs_only},
+		{"op": "replace", "path": _group("EphemeralDisk"), "value": null},
+	])
+	_ids(inp) == set() with data.sandgate.config.docker.task_dirs.quota_mb as 0
+}
+
+test_h5_ephemeral_disk_must_declare_the_quota if {
+	quota := data.sandgate.config.docker.task_dirs.quota_mb
+	_ids(_with(_group("EphemeralDisk/SizeMB"), quota + 1)) == {"H5"}
+	_ids(_with(_group("EphemeralDisk/SizeMB"), quota - 1)) == {"H5"}
+	_ids(_with(_group("EphemeralDisk/Sticky"), true)) == {"H5"}
+	_ids(_with(_group("EphemeralDisk/Migrate"), true)) == {"H5"}
+	_ids(_with(_group("EphemeralDisk"), null)) == {"H5"}
+	_ids(_without(_group("EphemeralDisk"))) == {"H5"}
+}
+
+test_h5_ephemeral_disk_message if {
+	quota := data.sandgate.config.docker.task_dirs.quota_mb
+	d := _decision(_with(_group("EphemeralDisk/SizeMB"), 100000))
+	d.violations == {{"rule": "H5", "msg": sprintf("task group EphemeralDisk must be {SizeMB: %v, Sticky: false, Migrate: false} (docker.task_dirs.quota_mb), got {\"Migrate\": false, \"SizeMB\": 100000, \"Sticky\": false}", [quota])}}
+}
+
 # H6 ----------------------------------------------------------------------------------------
 
 test_h6_workspace_tmpfs_options_removed_denies if {

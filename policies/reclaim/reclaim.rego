@@ -8,14 +8,20 @@
 #   sandbox on the node and release their budgets. A deny with INPUT reclaims nothing:
 #   the gateway logs it and changes nothing, because destroying sandboxes on facts the
 #   policy cannot read would be a fault, not a decision.
+#
+#   With a sandbox object in the input the question is about that one sandbox as well:
+#   may it keep what it wrote to the task directories Nomad mounts from the node's disk
+#   (/alloc, /local)? A deny with H5 makes the gateway end that sandbox alone, with reason
+#   disk_quota.
 # scope: package
 package sandgate.reclaim
 
 # METADATA
 # title: Reclaim decision
 # description: >-
-#   allow is true when the node's sandboxes may stay. Each violation names the rule id
-#   that requires reclamation (R2, R3) or the input gap (INPUT) and a message.
+#   allow is true when the node's sandboxes (and the sandbox given, if any) may stay. Each
+#   violation names the rule id that requires reclamation (R2, R3), the sandbox's task
+#   directories past the quota (H5) or the input gap (INPUT) and a message.
 # entrypoint: true
 decision := {"allow": count(violations) == 0, "violations": violations}
 
@@ -24,6 +30,14 @@ _cfg := data.sandgate.config
 _node := input.node if is_object(input.node)
 
 _usage := _node.usage if is_object(_node.usage)
+
+_sandbox := input.sandbox if is_object(input.sandbox)
+
+# The sandbox key is present, whatever its value.
+_sandbox_given if _ = input.sandbox
+
+# Bytes per MiB: the quota is kept in MiB, the usage is measured in bytes.
+_mib := 1048576
 
 # --- INPUT -----------------------------------------------------------------------------
 
@@ -41,7 +55,33 @@ _input contains sprintf("input: node.usage.%v, when given, must be a number", [k
 	not is_number(_usage[k])
 }
 
+_input contains "input: sandbox, when given, must be an object with a non-empty string id, task_dir_bytes (a non-negative integer) and walk_complete (a boolean)" if {
+	_sandbox_given
+	not _sandbox_ok
+}
+
+_input contains "config: docker.task_dirs.quota_mb must be a positive number to judge a sandbox's task directories" if {
+	_sandbox_given
+	not _quota_mb
+}
+
 _now_ok if is_number(input.now)
+
+_sandbox_ok if {
+	is_string(_sandbox.id)
+	_sandbox.id != ""
+	x := _sandbox.task_dir_bytes
+	is_number(x)
+	floor(x) == x
+	x >= 0
+	is_boolean(_sandbox.walk_complete)
+}
+
+_quota_mb := q if {
+	q := _cfg.docker.task_dirs.quota_mb
+	is_number(q)
+	q > 0
+}
 
 _node_ok if {
 	is_string(_node.name)
@@ -65,7 +105,10 @@ _state_facts_ok if {
 # description: >-
 #   The input must carry now, the node (an object with a name, drain as a boolean and
 #   operator_state as a string; usage figures, when present, are numbers) and the number
-#   of live sandboxes on it. The gateway never reclaims on an INPUT deny.
+#   of live sandboxes on it; a sandbox, when given, is an object with a non-empty id, a
+#   non-negative integer task_dir_bytes and a boolean walk_complete, and then the policy
+#   data must hold a positive docker.task_dirs.quota_mb. The gateway never reclaims on an
+#   INPUT deny.
 # custom:
 #   id: INPUT
 #   severity: high
@@ -118,4 +161,34 @@ _r3 contains sprintf("node %v %v %v%% is at or above the reclaim threshold %v%%"
 violations contains {"rule": "R3", "msg": msg} if {
 	input.live_sandboxes > 0
 	some msg in _r3
+}
+
+# --- H5 --------------------------------------------------------------------------------
+
+_h5 contains sprintf("sandbox %v keeps %v bytes in its task directories (/alloc, /local), above the quota of %v MiB", [_sandbox.id, x, _quota_mb]) if {
+	x := _sandbox.task_dir_bytes
+	is_number(x)
+	x > _quota_mb * _mib
+}
+
+_h5 contains sprintf("sandbox %v: the walk of its task directories (/alloc, /local) stopped at a bound or saw the tree change, and an incomplete walk counts as over the quota of %v MiB", [_sandbox.id, _quota_mb]) if {
+	_sandbox.walk_complete == false
+}
+
+# METADATA
+# title: A sandbox past its task-directory quota is ended
+# description: >-
+#   Nomad bind-mounts /alloc and /local from the node's disk into every task, read-write,
+#   and nothing in Nomad caps them (admission H5 shows them as input.nomad_mounts). The
+#   usage monitor walks both from outside through Nomad's fs/ls and asks about each
+#   running sandbox: its task_dir_bytes (apparent file sizes plus a floor per entry) must
+#   not exceed docker.task_dirs.quota_mb MiB, and the walk must be complete. A walk that
+#   stopped at one of its bounds (listings, entries, depth, answer size, time) or saw the
+#   tree change under it is a tree shaped against the walk, and counts as over the quota.
+#   The gateway ends that sandbox alone (reason disk_quota), releasing its budget.
+# custom:
+#   id: H5
+#   severity: high
+violations contains {"rule": "H5", "msg": msg} if {
+	some msg in _h5
 }

@@ -77,3 +77,74 @@ test_nothing_to_reclaim_on_an_empty_node if {
 	doc := _with(_with(_with(_base, "/node/drain", true), "/node/usage/disk_percent", 99), "/live_sandboxes", 0)
 	reclaim.decision.allow with input as doc
 }
+
+# --- H5: one sandbox's task directories -------------------------------------------------
+
+_quota_bytes := data.sandgate.config.docker.task_dirs.quota_mb * 1048576
+
+_sandbox_base := _with(_base, "/sandbox", {"id": "k7x2m9p4q8r5t1v6", "task_dir_bytes": 28682, "walk_complete": true})
+
+test_h5_a_sandbox_under_its_quota_stays if {
+	reclaim.decision.allow with input as _sandbox_base
+	reclaim.decision.allow with input as _with(_sandbox_base, "/sandbox/task_dir_bytes", _quota_bytes)
+	reclaim.decision.allow with input as _with(_sandbox_base, "/sandbox/task_dir_bytes", 0)
+}
+
+test_h5_a_sandbox_past_its_quota_is_denied if {
+	_ids(_with(_sandbox_base, "/sandbox/task_dir_bytes", _quota_bytes + 1)) == {"H5"}
+}
+
+test_h5_the_message_gives_the_bytes_and_the_quota if {
+	d := reclaim.decision with input as _with(_sandbox_base, "/sandbox/task_dir_bytes", 104857600)
+	d.violations == {{"rule": "H5", "msg": sprintf("sandbox k7x2m9p4q8r5t1v6 keeps 104857600 bytes in its task directories (/alloc, /local), above the quota of %v MiB", [data.sandgate.config.docker.task_dirs.quota_mb])}}
+}
+
+test_h5_an_incomplete_walk_is_denied_even_under_the_quota if {
+	d := reclaim.decision with input as _with(_sandbox_base, "/sandbox/walk_complete", false)
+	d.violations == {{"rule": "H5", "msg": sprintf("sandbox k7x2m9p4q8r5t1v6: the walk of its task directories (/alloc, /local) stopped at a bound or saw the tree change, and an incomplete walk counts as over the quota of %v MiB", [data.sandgate.config.docker.task_dirs.quota_mb])}}
+}
+
+test_h5_over_the_quota_and_incomplete_gives_both_causes if {
+	doc := _with(_with(_sandbox_base, "/sandbox/walk_complete", false), "/sandbox/task_dir_bytes", _quota_bytes + 1)
+	d := reclaim.decision with input as doc
+	count(d.violations) == 2
+	_ids(doc) == {"H5"}
+}
+
+test_h5_the_quota_comes_from_data if {
+	ids := _ids(_sandbox_base) with data.sandgate.config.docker.task_dirs.quota_mb as 0.01
+	ids == {"H5"}
+}
+
+test_h5_input_malformed_sandbox_denied if {
+	every doc in [
+		_with(_base, "/sandbox", null),
+		_with(_base, "/sandbox", "k7x2m9p4q8r5t1v6"),
+		_without(_sandbox_base, "/sandbox/id"),
+		_with(_sandbox_base, "/sandbox/id", ""),
+		_without(_sandbox_base, "/sandbox/task_dir_bytes"),
+		_with(_sandbox_base, "/sandbox/task_dir_bytes", "104857600"),
+		_with(_sandbox_base, "/sandbox/task_dir_bytes", -1),
+		_with(_sandbox_base, "/sandbox/task_dir_bytes", 1.5),
+		_without(_sandbox_base, "/sandbox/walk_complete"),
+		_with(_sandbox_base, "/sandbox/walk_complete", "false"),
+	] {
+		_ids(doc) == {"INPUT"}
+	}
+}
+
+test_h5_input_without_a_quota_in_data_denied if {
+	_ids(_sandbox_base) == {"INPUT"} with data.sandgate.config.docker.task_dirs.quota_mb as null
+	_ids(_sandbox_base) == {"INPUT"} with data.sandgate.config.docker.task_dirs.quota_mb as 0
+	d := reclaim.decision with input as _sandbox_base with data.sandgate.config.docker.task_dirs.quota_mb as null
+	d.violations == {{"rule": "INPUT", "msg": "config: docker.task_dirs.quota_mb must be a positive number to judge a sandbox's task directories"}}
+}
+
+test_h5_a_node_question_needs_no_quota if {
+	reclaim.decision.allow with input as _base with data.sandgate.config.docker.task_dirs.quota_mb as null
+}
+
+test_h5_a_sandbox_on_a_draining_node_gives_r2_and_h5 if {
+	doc := _with(_with(_sandbox_base, "/node/drain", true), "/sandbox/task_dir_bytes", _quota_bytes + 1)
+	_ids(doc) == {"R2", "H5"}
+}
