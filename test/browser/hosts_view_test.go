@@ -95,11 +95,19 @@ func hostsView(t *testing.T, b *tab, g *gateway) {
 	if status != http.StatusCreated || id == "" {
 		t.Fatalf("create on worker-2: %d %v", status, sb)
 	}
-	b.do(step, "unenroll worker-2",
-		chromedp.Click(chromedp.ID("hosts-refresh")),
-		chromedp.WaitVisible(chromedp.CSS(`#hosts-table tr[data-node="worker-2"] button.unenroll`)),
-		chromedp.Click(chromedp.CSS(`#hosts-table tr[data-node="worker-2"] button.unenroll`)),
-		chromedp.WaitVisible(chromedp.ID("confirm-option")),
+	b.do(step, "refresh the hosts", chromedp.Click(chromedp.ID("hosts-refresh")))
+	// The refresh re-renders the table: a node found before it can be gone
+	// by the time it is clicked (a flake under load), so the button is
+	// looked up and clicked in one step of the page's own, until the
+	// confirmation opens.
+	b.waitTrue(step, "the unenroll confirmation of worker-2", `(() => {
+  const dlg = document.getElementById('confirm-option');
+  if (dlg && dlg.offsetParent !== null) return true;
+  const btn = document.querySelector('#hosts-table tr[data-node="worker-2"] button.unenroll');
+  if (btn) btn.click();
+  return false;
+})()`)
+	b.do(step, "confirm the unenroll",
 		chromedp.Click(chromedp.ID("confirm-check")),
 		chromedp.Click(chromedp.ID("confirm-ok")),
 	)
