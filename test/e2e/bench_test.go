@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"sandgate/nomad"
+	"sandgate/render/execwrap"
 )
 
 // BenchmarkCreateToFirstExec measures, on the real agent, the time from a
@@ -23,7 +24,7 @@ func BenchmarkCreateToFirstExec(b *testing.B) {
 	for b.Loop() {
 		for range 10 {
 			start := time.Now()
-			sb := g.create(b, g.operator, map[string]any{"image": imageDebian})
+			sb := g.create(b, g.operator, map[string]any{"image": imageDebian, "cpu_mhz": 500})
 			for {
 				r := g.do(b, http.MethodPost, "/v1/sandboxes/"+sb.id+"/exec", sb.session, map[string]any{"argv": []string{"echo", "hi"}})
 				if r.status == http.StatusOK && r.object(b)["stdout"] == "hi\n" {
@@ -48,11 +49,14 @@ func BenchmarkCreateToFirstExec(b *testing.B) {
 // BenchmarkExecEchoHi compares `echo hi` through the gateway (token,
 // policy, decision log, the exec wrapper, Nomad) with the same exec sent
 // straight to Nomad with the project's client, in the same sandbox,
-// alternating, 30 of each per iteration. It reports both medians and their
-// ratio.
+// alternating, 30 of each per iteration: plain argv (ratio), and under the
+// same wrapper argv the gateway sends (ratio-same-argv: the gateway's own
+// cost without the wrapper's processes).
 func BenchmarkExecEchoHi(b *testing.B) {
 	g := startGateway(b, gwOptions{})
-	sb := g.create(b, g.operator, map[string]any{"image": imageDebian})
+	// The policy's default CPU (500 MHz): with cpu_hard_limit, a smaller
+	// share throttles every process the exec starts in 100 ms CFS periods.
+	sb := g.create(b, g.operator, map[string]any{"image": imageDebian, "cpu_mhz": 500})
 	allocs, _, err := g.nomad.Jobs().Allocations("sandgate-sbx-"+sb.id, false, nil)
 	if err != nil || len(allocs) != 1 {
 		b.Fatalf("allocations: %v %d", err, len(allocs))
@@ -63,7 +67,8 @@ func BenchmarkExecEchoHi(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var viaGateway, direct []time.Duration
+	wrapped := execwrap.Command{Argv: []string{"echo", "hi"}, Timeout: time.Minute, KillAfter: 5 * time.Second}.Args()
+	var viaGateway, direct, directWrapped []time.Duration
 	var mu sync.Mutex
 	for b.Loop() {
 		for range 30 {
@@ -80,16 +85,25 @@ func BenchmarkExecEchoHi(b *testing.B) {
 			if err != nil || code != 0 || out.String() != "hi\n" {
 				b.Fatalf("direct exec: %d %v %q", code, err, out.String())
 			}
+			start = time.Now()
+			out = &capture{}
+			code, err = nc.Exec(b.Context(), allocs[0].ID, "sandbox", wrapped, nil, out, nil)
+			dw := time.Since(start)
+			if err != nil || code != 0 || out.String() != "hi\n" {
+				b.Fatalf("direct exec under the wrapper: %d %v %q", code, err, out.String())
+			}
 			mu.Lock()
-			viaGateway, direct = append(viaGateway, d), append(direct, dd)
+			viaGateway, direct, directWrapped = append(viaGateway, d), append(direct, dd), append(directWrapped, dw)
 			mu.Unlock()
 		}
 	}
 	med := func(l []time.Duration) time.Duration { slices.Sort(l); return l[len(l)/2] }
-	mg, md := med(viaGateway), med(direct)
+	mg, md, mw := med(viaGateway), med(direct), med(directWrapped)
 	b.ReportMetric(float64(mg.Microseconds())/1000, "gateway-ms")
 	b.ReportMetric(float64(md.Microseconds())/1000, "direct-ms")
+	b.ReportMetric(float64(mw.Microseconds())/1000, "direct-wrapped-ms")
 	b.ReportMetric(float64(mg)/float64(md), "ratio")
+	b.ReportMetric(float64(mg)/float64(mw), "ratio-same-argv")
 	b.ReportMetric(0, "ns/op")
 }
 
