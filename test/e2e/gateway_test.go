@@ -22,6 +22,7 @@ import (
 // gwNode is a node a test's gateway enrolls at start.
 type gwNode struct {
 	Name         string `json:"name"`
+	Egress       bool   `json:"egress,omitempty"`
 	MaxSandboxes int64  `json:"max_sandboxes,omitempty"`
 	CPUMHz       int64  `json:"cpu_mhz,omitempty"`
 	MemoryMB     int64  `json:"memory_mb,omitempty"`

@@ -246,15 +246,18 @@ func startServer() error {
 	return errors.New("the server elected no leader within 60 s")
 }
 
-// startClient starts a client-only agent named name and waits until its
-// node is ready with a healthy docker driver.
-func startClient(name string) (*agent, error) {
+// startClient starts a client-only agent named name, with the given node
+// meta, and waits until its node is ready with a healthy docker driver.
+func startClient(name string, meta ...string) (*agent, error) {
 	ports, err := freePorts(3)
 	if err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(suite.dir, name)
 	hcl := fmt.Sprintf(clientHCL, name, filepath.Join(dir, "data"), ports[0], ports[1], ports[2], suite.serverRPC, suite.iface)
+	if len(meta) > 0 {
+		hcl = strings.Replace(hcl, "client {\n", "client {\n  meta {\n"+strings.Join(meta, "\n")+"\n  }\n", 1)
+	}
 	a, err := startAgent(suite.nomadBin, name, dir, hcl, ports[0])
 	if err != nil {
 		return nil, err

@@ -197,3 +197,40 @@ func TestADrainedNodeIsReclaimed(t *testing.T) {
 		t.Errorf("the gateway log does not name R2:\n%s", g.logText())
 	}
 }
+
+// TestATaskThatCannotStartSaysWhy: a node enrolled for egress whose host
+// lacks the isolation bundle's Docker network (an operator's mistake the
+// policy cannot see: the node's meta claims the bundle) fails the task at
+// start; the sandbox fails with the driver's own message in last_error,
+// not "Policy allows no restarts", and its budget is released.
+func TestATaskThatCannotStartSaysWhy(t *testing.T) {
+	need(t)
+	t.Parallel()
+	const node = "worker-egress"
+	a, err := startClient(node, `    "sandgate.isolation" = "v1"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.stop)
+	g := startGateway(t, gwOptions{Nodes: []gwNode{{Name: node, Egress: true, MaxSandboxes: 4, CPUMHz: 1000, MemoryMB: 2048}}})
+	r := g.do(t, http.MethodPost, "/v1/sandboxes", g.operator, map[string]any{
+		"node": node, "network": "egress", "image": imageBusybox, "cpu_mhz": 100, "memory_mb": 128})
+	if r.status != http.StatusCreated {
+		t.Fatalf("create: %s", r)
+	}
+	m := r.object(t)
+	if m["state"] != "failed" || m["token"] != nil {
+		t.Fatalf("a sandbox that cannot start: %s", r)
+	}
+	msg, _ := m["last_error"].(string)
+	if !strings.Contains(msg, "sandgate-egress") || strings.Contains(msg, "Policy allows no restarts") {
+		t.Fatalf("last_error does not carry the driver's reason: %q", msg)
+	}
+	t.Logf("last_error: %s", msg)
+	if got := g.hostUse(t, node); got != [3]int64{} {
+		t.Fatalf("budget use after the failed start: %v", got)
+	}
+	if jobs := g.jobs(t); len(jobs) != 0 {
+		t.Fatalf("jobs left after the failed start: %v", jobs)
+	}
+}
