@@ -106,20 +106,26 @@ func lostProblem(rec store.Sandbox) *Problem {
 	return newProblem(http.StatusGone, codeLost, fmt.Sprintf("sandbox %q was lost and has ended: %s", rec.ID, orText(rec.LastError, rec.EndReason)))
 }
 
-// WatchAllocations is one pass of the allocation watch (run with the usage
-// monitor): every running sandbox whose allocation Nomad ended or replaced
-// is ended with reason lost, releasing its budget. Unreachable sandboxes
-// are left as they are (their node may come back with them). It makes one
-// Nomad call per running sandbox, none while none runs, and returns how
-// many it ended.
+// WatchAllocations is one pass of the allocation watch alone (Reclaim runs
+// it on every pass of the usage monitor): every running sandbox whose
+// allocation Nomad ended or replaced is ended with reason lost, releasing
+// its budget. Unreachable sandboxes are left as they are (their node may
+// come back with them). It returns how many it ended.
 func (s *Server) WatchAllocations(ctx context.Context) (int, error) {
 	live, err := s.cfg.Store.List(ctx, store.Filter{LiveOnly: true})
 	if err != nil {
 		return 0, err
 	}
-	n := 0
+	lost, err := s.watchAllocations(ctx, live)
+	return len(lost), err
+}
+
+// watchAllocations judges the allocation of each running sandbox given
+// (one Nomad call each) and ends the lost ones; it returns their ids.
+func (s *Server) watchAllocations(ctx context.Context, running []store.Sandbox) (map[string]bool, error) {
+	lost := map[string]bool{}
 	var errs []error
-	for _, r := range live {
+	for _, r := range running {
 		if r.State != store.StateRunning || r.AllocID == "" {
 			continue
 		}
@@ -138,9 +144,9 @@ func (s *Server) WatchAllocations(ctx context.Context) (int, error) {
 			errs = append(errs, fmt.Errorf("allocation watch %s: %w", r.ID, err))
 			continue
 		}
-		n++
+		lost[r.ID] = true
 	}
-	return n, errors.Join(errs...)
+	return lost, errors.Join(errs...)
 }
 
 func shortAlloc(id string) string {

@@ -25,27 +25,10 @@ const endDiskQuota = "disk_quota"
 // through the lifecycle decision, releasing its budget. A Nomad error, an
 // engine error or an INPUT deny ends nothing: it is logged and returned,
 // and the next pass tries again. It returns how many sandboxes it ended.
+// running are the running sandboxes with an allocation, nodes and servers
+// Nomad's, perNode the live sandboxes per node, all read once by Reclaim.
 // While no sandbox is running it makes no Nomad call.
-func (s *Server) enforceDiskQuotas(ctx context.Context) (int, error) {
-	live, err := s.cfg.Store.List(ctx, store.Filter{LiveOnly: true})
-	if err != nil {
-		return 0, err
-	}
-	perNode := map[string]int64{}
-	var running []store.Sandbox
-	for _, r := range live {
-		perNode[r.Node]++
-		if r.State == store.StateRunning && r.AllocID != "" {
-			running = append(running, r)
-		}
-	}
-	if len(running) == 0 {
-		return 0, nil
-	}
-	nodes, servers, err := s.nodes.list(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("disk quota: list nodes: %w", err)
-	}
+func (s *Server) enforceDiskQuotas(ctx context.Context, running []store.Sandbox, nodes []nomad.Node, servers []nomad.ServerMember, perNode map[string]int64) (int, error) {
 	ended := 0
 	var errs []error
 	for _, r := range running {

@@ -10,8 +10,8 @@ import (
 	"sandgate/store"
 )
 
-// Run starts the reaper (L1), the usage monitor (R2, R3) with the
-// allocation watch (lost sandboxes end) and
+// Run starts the reaper (L1), the usage monitor (R2, R3, H5 and the
+// allocation watch: lost sandboxes end) and
 // reconciliation (L4, once now and then every ReconcileInterval) and blocks
 // until ctx is done.
 func (s *Server) Run(ctx context.Context) {
@@ -35,9 +35,6 @@ func (s *Server) Run(ctx context.Context) {
 		case <-monitor.C:
 			if n, err := s.Reclaim(ctx); err != nil {
 				s.log.Warn("usage monitor pass", "reclaimed", n, "err", err)
-			}
-			if n, err := s.WatchAllocations(ctx); err != nil {
-				s.log.Warn("allocation watch pass", "lost", n, "err", err)
 			}
 		case <-rec.C:
 			if err := s.Reconcile(ctx); err != nil {

@@ -14,15 +14,21 @@ import (
 // principalReclaim names the usage monitor in the decision log.
 const principalReclaim = "system:reclaim"
 
-// Reclaim is one pass of the usage monitor (SPEC R2, R3): for every node
-// that holds live sandboxes it reads the node's Nomad state and usage and
-// asks data.sandgate.reclaim.decision whether they may stay; a deny with R2
-// (a Nomad or operator drain) or R3 (disk or memory past the reclaim
-// thresholds) reclaims every sandbox on the node through the lifecycle
-// decision, releasing their budgets. An INPUT deny, an engine error or an
-// unreadable node reclaims nothing. Then it ends every running sandbox past
-// its task-directory quota (enforceDiskQuotas, H5). It returns how many
-// sandboxes it ended. While no sandbox is live it makes no Nomad call.
+// Reclaim is one pass of the usage monitor (SPEC R2, R3, H5, L4), on one
+// read of the live records and of Nomad's nodes:
+//   - for every node that holds live sandboxes it reads the node's Nomad
+//     state and usage and asks data.sandgate.reclaim.decision whether they
+//     may stay; a deny with R2 (a Nomad or operator drain) or R3 (disk or
+//     memory past the reclaim thresholds) reclaims every sandbox on the
+//     node through the lifecycle decision, releasing their budgets; an
+//     INPUT deny, an engine error or an unreadable node reclaims nothing;
+//   - the allocation watch ends every running sandbox whose allocation
+//     Nomad replaced or ended (reason lost);
+//   - the rest are measured against their task-directory quota
+//     (enforceDiskQuotas, H5).
+//
+// It returns how many sandboxes it ended. While no sandbox is live it makes
+// no Nomad call.
 func (s *Server) Reclaim(ctx context.Context) (int, error) {
 	live, err := s.cfg.Store.List(ctx, store.Filter{LiveOnly: true})
 	if err != nil {
@@ -45,6 +51,7 @@ func (s *Server) Reclaim(ctx context.Context) (int, error) {
 	}
 	slices.Sort(names)
 	ended := 0
+	gone := map[string]bool{} // ended by this pass
 	var errs []error
 	for _, name := range names {
 		i := slices.IndexFunc(nodes, func(n nomad.Node) bool { return n.Name == name })
@@ -61,11 +68,26 @@ func (s *Server) Reclaim(ctx context.Context) (int, error) {
 		}
 		ids, err := s.reclaimNode(ctx, name, principalReclaim)
 		ended += len(ids)
+		for _, id := range ids {
+			gone[id] = true
+		}
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	n, err := s.enforceDiskQuotas(ctx)
+	var running []store.Sandbox
+	for _, r := range live {
+		if !gone[r.ID] && r.State == store.StateRunning && r.AllocID != "" {
+			running = append(running, r)
+		}
+	}
+	lost, err := s.watchAllocations(ctx, running)
+	ended += len(lost)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	running = slices.DeleteFunc(running, func(r store.Sandbox) bool { return lost[r.ID] })
+	n, err := s.enforceDiskQuotas(ctx, running, nodes, servers, perNode)
 	ended += n
 	if err != nil {
 		errs = append(errs, err)
