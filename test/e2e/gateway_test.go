@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"sandgate/gateway/client"
 )
 
 // gwNode is a node a test's gateway enrolls at start.
@@ -118,6 +120,21 @@ func startGateway(t testing.TB, o gwOptions) *gw {
 	})
 	g.start(t)
 	return g
+}
+
+// ownNode starts a client agent of the test's own (for a test that stops,
+// drains or misconfigures its node; meta lines go into its client block)
+// and a gateway that enrolls only that node, with a small budget.
+func ownNode(t *testing.T, n gwNode, meta ...string) (*agent, *gw) {
+	t.Helper()
+	need(t)
+	a, err := startClient(n.Name, meta...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.stop)
+	n.MaxSandboxes, n.CPUMHz, n.MemoryMB = 4, 1000, 2048
+	return a, startGateway(t, gwOptions{Nodes: []gwNode{n}})
 }
 
 // mint mints a token offline with the gateway's key (the gateway must be
@@ -329,19 +346,9 @@ func (g *gw) create(t testing.TB, tok string, body map[string]any) sandbox {
 	return sandbox{id: id, session: session, view: m}
 }
 
-// execResult is the JSON answer of an exec.
-type execResult struct {
-	ExitCode        *int   `json:"exit_code"`
-	Stdout          string `json:"stdout"`
-	Stderr          string `json:"stderr"`
-	StdoutBytes     int64  `json:"stdout_bytes"`
-	StderrBytes     int64  `json:"stderr_bytes"`
-	StdoutTruncated bool   `json:"stdout_truncated"`
-	StderrTruncated bool   `json:"stderr_truncated"`
-	Truncated       bool   `json:"truncated"`
-	TimedOut        bool   `json:"timed_out"`
-	DurationMS      int64  `json:"duration_ms"`
-}
+// execResult is the JSON answer of an exec, as the project's API client
+// reads it.
+type execResult struct{ client.ExecResult }
 
 func (e execResult) code() int {
 	if e.ExitCode == nil {

@@ -166,12 +166,7 @@ func TestADrainedNodeIsReclaimed(t *testing.T) {
 	need(t)
 	t.Parallel()
 	const node = "worker-drain"
-	a, err := startClient(node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.stop)
-	g := startGateway(t, gwOptions{Nodes: []gwNode{{Name: node, MaxSandboxes: 4, CPUMHz: 1000, MemoryMB: 2048}}})
+	_, g := ownNode(t, gwNode{Name: node})
 	sb := g.create(t, g.operator, map[string]any{"node": node, "image": imageBusybox})
 	if got := g.hostUse(t, node); got != [3]int64{1, 100, 128} {
 		t.Fatalf("budget use before the drain: %v", got)
@@ -207,12 +202,7 @@ func TestATaskThatCannotStartSaysWhy(t *testing.T) {
 	need(t)
 	t.Parallel()
 	const node = "worker-egress"
-	a, err := startClient(node, `    "sandgate.isolation" = "v1"`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.stop)
-	g := startGateway(t, gwOptions{Nodes: []gwNode{{Name: node, Egress: true, MaxSandboxes: 4, CPUMHz: 1000, MemoryMB: 2048}}})
+	_, g := ownNode(t, gwNode{Name: node, Egress: true}, `    "sandgate.isolation" = "v1"`)
 	r := g.do(t, http.MethodPost, "/v1/sandboxes", g.operator, map[string]any{
 		"node": node, "network": "egress", "image": imageBusybox, "cpu_mhz": 100, "memory_mb": 128})
 	if r.status != http.StatusCreated {

@@ -20,12 +20,7 @@ func TestALostNode(t *testing.T) {
 	need(t)
 	t.Parallel()
 	const node = "worker-lost"
-	a, err := startClient(node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.stop)
-	g := startGateway(t, gwOptions{Nodes: []gwNode{{Name: node, MaxSandboxes: 4, CPUMHz: 1000, MemoryMB: 2048}}})
+	a, g := ownNode(t, gwNode{Name: node})
 	sb := g.create(t, g.operator, map[string]any{"node": node, "image": imageBusybox})
 	g.sh(t, sb.id, sb.session, "echo state > /workspace/mark")
 
