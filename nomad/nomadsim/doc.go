@@ -89,8 +89,10 @@
 //     Error bodies carry no Content-Type when the client accepts gzip, as
 //     the agent's gzipped errors look to a Go client.
 //   - Timing: an allocation runs RunDelay after register (a real docker
-//     task about 1 s), an exec answers at once (350-650 ms each through the
-//     wrapper on the recording machine), and a timed-out exec ends at the
+//     task about 1 s), an exec answers at once (a real one
+//     takes about 100 ms at the policy's default 500 MHz, and 400-700 ms in
+//     100 ms steps for a 100 MHz sandbox, whose CFS quota throttles the
+//     wrapper's processes), and a timed-out exec ends at the
 //     wrapper's timeout: the real wrapper also waits up to its kill-after
 //     for a process group that ignores SIGTERM before SIGKILL, which the
 //     builtins never do (they die at the first signal).
