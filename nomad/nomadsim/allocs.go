@@ -83,13 +83,7 @@ func (s *Server) startAllocLocked(sa *simAlloc) {
 // refuses at start to the validation error it reports.
 func refusedTasks(a *api.Allocation) map[string]string {
 	refused := map[string]string{}
-	if a.Job == nil {
-		return refused
-	}
-	for _, tg := range a.Job.TaskGroups {
-		if tg == nil || deref(tg.Name) != a.TaskGroup {
-			continue
-		}
+	if tg := allocGroup(a); tg != nil {
 		for _, t := range tg.Tasks {
 			if msg := driverConfigError(t); msg != "" {
 				refused[t.Name] = msg
@@ -97,6 +91,19 @@ func refusedTasks(a *api.Allocation) map[string]string {
 		}
 	}
 	return refused
+}
+
+// allocGroup is a's task group in the allocation's job, or nil.
+func allocGroup(a *api.Allocation) *api.TaskGroup {
+	if a.Job == nil {
+		return nil
+	}
+	for _, tg := range a.Job.TaskGroups {
+		if tg != nil && deref(tg.Name) == a.TaskGroup {
+			return tg
+		}
+	}
+	return nil
 }
 
 // Restart reasons of Nomad's client restart tracker.
@@ -157,18 +164,11 @@ func (s *Server) failStartLocked(sa *simAlloc, refused map[string]string, now ti
 // task's when it sets Attempts (the server merges it over the group's), else
 // the group's.
 func restartAttempts(a *api.Allocation, name string) int {
-	for _, tg := range a.Job.TaskGroups {
-		if deref(tg.Name) != a.TaskGroup {
-			continue
-		}
-		for _, t := range tg.Tasks {
-			if t.Name == name && t.RestartPolicy != nil && t.RestartPolicy.Attempts != nil {
-				return *t.RestartPolicy.Attempts
-			}
-		}
-		if tg.RestartPolicy != nil {
-			return deref(tg.RestartPolicy.Attempts)
-		}
+	if t := allocTask(a, name); t != nil && t.RestartPolicy != nil && t.RestartPolicy.Attempts != nil {
+		return *t.RestartPolicy.Attempts
+	}
+	if tg := allocGroup(a); tg != nil && tg.RestartPolicy != nil {
+		return deref(tg.RestartPolicy.Attempts)
 	}
 	return 0
 }
@@ -319,13 +319,7 @@ func (s *Server) killTasksLocked(sa *simAlloc, wasRunning bool, now time.Time) {
 
 // allocTask is task name of a's group in the allocation's job, or nil.
 func allocTask(a *api.Allocation, name string) *api.Task {
-	if a.Job == nil {
-		return nil
-	}
-	for _, tg := range a.Job.TaskGroups {
-		if tg == nil || deref(tg.Name) != a.TaskGroup {
-			continue
-		}
+	if tg := allocGroup(a); tg != nil {
 		for _, t := range tg.Tasks {
 			if t != nil && t.Name == name {
 				return t
