@@ -9,6 +9,11 @@
 // a terminal state, and the store adjusts the node's use in the same
 // transaction. Concurrent Reserve calls are serialised, so a check done
 // inside Reserve's admit callback can never be overrun (SPEC B1, B4).
+//
+// Reading must not grow with history: ListPage, Due, Counts and a List by
+// state, principal or node read only what they return. A terminal record
+// stays until Prune deletes it once its retention has passed; the decision
+// log, not the store, is the lasting audit trail.
 package store
 
 import (
@@ -26,7 +31,8 @@ var (
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store: closed")
 	// ErrInvalid: a record failed validation (empty id, unknown state,
-	// negative resources, a forbidden transition).
+	// negative resources, a forbidden transition), or a query did (a limit
+	// out of range, an unknown state, a malformed or foreign cursor).
 	ErrInvalid = errors.New("store: invalid record")
 )
 
@@ -42,6 +48,11 @@ const (
 	StateFailed   State = "failed"
 	StateEnded    State = "ended"
 )
+
+// States lists every state, live ones first. The policy bundle names the
+// same states (data.sandgate.config.sandbox.states); a test holds the two
+// together.
+func States() []State { return []State{StateStarting, StateRunning, StateFailed, StateEnded} }
 
 // Live reports whether the state holds budget.
 func (s State) Live() bool { return s == StateStarting || s == StateRunning }
@@ -60,7 +71,7 @@ type Sandbox struct {
 	ID        string            `json:"id"`
 	JobID     string            `json:"job_id"`
 	Node      string            `json:"node"`      // Nomad node name
-	Principal string            `json:"principal"` // sub of the token that created it
+	Principal string            `json:"principal"` // role:sub of the token that created it, e.g. "agent:ci"
 	Profile   string            `json:"profile"`
 	Network   string            `json:"network"`
 	Image     string            `json:"image"`
@@ -84,6 +95,8 @@ type Sandbox struct {
 	TokenDigest string `json:"token_digest,omitempty"`
 	TokenJTI    string `json:"token_jti,omitempty"`
 	// Spec is the rendered job as submitted (JSON), for audit and reconcile.
+	// Get and Update carry it; List, ListPage and Due leave it nil (read it
+	// with Store.Spec), so listing history never decodes rendered jobs.
 	Spec      []byte `json:"spec,omitempty"`
 	LastError string `json:"last_error,omitempty"`
 }
@@ -108,6 +121,51 @@ type Filter struct {
 	Principal string
 	Node      string
 	LiveOnly  bool
+}
+
+// Page sizes for Query.Limit.
+const (
+	DefaultPageLimit = 100
+	MaxPageLimit     = 1000
+)
+
+// MinPageScan is the fewest records an implementation examines for one
+// page before it may return a short page that is not the last (see Page).
+const MinPageScan = 1000
+
+// Query selects one page of sandboxes in ListPage. Zero fields match
+// everything.
+type Query struct {
+	// States keeps records in any of these states; empty means all four.
+	// An unknown state is ErrInvalid.
+	States []State
+	// Principal keeps one principal's records.
+	Principal string
+	// Node keeps one node's records.
+	Node string
+	// Labels keeps records carrying every one of these label values.
+	Labels map[string]string
+	// Limit is the most items on the page: 1 to MaxPageLimit, 0 for
+	// DefaultPageLimit; anything else is ErrInvalid.
+	Limit int
+	// Cursor continues after a previous page: that page's Next, handed
+	// back with the same States, Principal, Node and Labels (Limit may
+	// differ). Empty starts at the beginning. A cursor that does not decode,
+	// was altered, or came from another query or another store is
+	// ErrInvalid.
+	Cursor string
+}
+
+// Page is one page of ListPage's answer.
+type Page struct {
+	// Items are ordered by CreatedAt, then ID, and carry no Spec.
+	Items []Sandbox
+	// Next is the cursor of the following page; empty on the last page.
+	// A page that is not the last holds Limit items, except when Labels
+	// (or Node together with Principal) rejected at least MinPageScan
+	// records while filling it: then it may be short, even empty, so a
+	// caller keeps following Next until it is empty.
+	Next string
 }
 
 // Node is the operator's record of a Nomad client node.
@@ -150,8 +208,36 @@ type Store interface {
 	Reserve(ctx context.Context, rec Sandbox, admit func(ReserveFacts) error) error
 	// Get returns the record or ErrNotFound.
 	Get(ctx context.Context, id string) (Sandbox, error)
-	// List returns matching records ordered by CreatedAt, then ID.
+	// List returns every matching record ordered by CreatedAt, then ID,
+	// without Spec. With LiveOnly, Principal or Node it reads only the
+	// records that match those fields, never the whole history.
 	List(ctx context.Context, f Filter) ([]Sandbox, error)
+	// ListPage returns one page of the records matching q, ordered by
+	// CreatedAt, then ID, without Spec. Its cost follows the page, not the
+	// history: States, Principal and Node are served from indexes, so
+	// records in other states, of other principals or on other nodes are
+	// never read (when Principal and Node are both set, Node is checked
+	// on the principal's records). Records written or ended between two
+	// pages appear, or not, according to their position relative to the
+	// cursor; none is returned twice while its CreatedAt is unchanged.
+	ListPage(ctx context.Context, q Query) (Page, error)
+	// Due returns the live records whose ExpiresAt or CeilingAt is at or
+	// before at (what a reaper ends), ordered by the earlier of the two,
+	// then ID, without Spec. When nothing is due it reads no record.
+	Due(ctx context.Context, at time.Time) ([]Sandbox, error)
+	// Counts returns how many records the store holds in each state, all
+	// four states present, in constant time. Pruned records are not
+	// counted.
+	Counts(ctx context.Context) (map[State]int64, error)
+	// Spec returns a record's rendered job (nil when it was stored without
+	// one), or ErrNotFound when there is no such record.
+	Spec(ctx context.Context, id string) ([]byte, error)
+	// Prune deletes at most limit terminal records whose EndedAt is before
+	// endedBefore, oldest first, with their spec and index entries, in one
+	// write, and returns how many it deleted. Live records are never
+	// touched. A limit below 1 is ErrInvalid. A terminal record with a zero
+	// EndedAt is aged by its UpdatedAt. Call again while it returns limit.
+	Prune(ctx context.Context, endedBefore time.Time, limit int) (int, error)
 	// Update applies mutate to the current record in one transaction and
 	// returns the result. mutate must not change ID, Node, Principal,
 	// CPUMHz or MemoryMB (ErrInvalid), nor make a terminal record live

@@ -1,12 +1,28 @@
 // Package bolt is the default store.Store: one bbolt file, one writer at a
 // time. Every write runs in a single bbolt read-write transaction, so a
 // Reserve's admit check and the insert it guards can never interleave with
-// another write, and a sandbox's budget moves in the same transaction as its
-// state.
+// another write, and a sandbox's budget, its index entries and the state
+// counters move in the same transaction as its record.
 //
-// The file holds six buckets: sandboxes (by id), node_usage (by node name),
-// principal_usage (by principal), nodes (by name), tokens (by jti) and meta
-// (the schema version). Values are JSON.
+// Schema 2 (this build) holds these buckets; keys.go documents the index
+// key encodings:
+//
+//	sandboxes        id -> record JSON without the spec
+//	specs            id -> the rendered job, as handed to Reserve
+//	by_state         state, created                -> (empty): every record
+//	by_principal     principal, state, created     -> (empty): every record
+//	by_node          node, state, created          -> (empty): every record
+//	by_expiry        min(ExpiresAt, CeilingAt), id -> (empty): live records
+//	by_ended         EndedAt, id                   -> (empty): terminal records
+//	state_counts     state -> record count (8 bytes, big-endian)
+//	node_usage       node name -> live use (JSON)
+//	principal_usage  principal -> live use (JSON)
+//	nodes            name -> node record (JSON)
+//	tokens           jti -> token record (JSON)
+//	meta             schema (the version), cursor_key (signs page cursors)
+//
+// Open migrates a schema 1 file (records with their spec inline, no
+// indexes) in one transaction; see schema.go.
 package bolt
 
 import (
@@ -16,7 +32,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -26,9 +41,9 @@ import (
 	"sandgate/store"
 )
 
-// SchemaVersion is the layout this package reads and writes. Open refuses a
-// file whose recorded version is newer.
-const SchemaVersion = 1
+// SchemaVersion is the layout this package reads and writes. Open migrates
+// an older file and refuses one whose recorded version is newer.
+const SchemaVersion = 2
 
 // Defaults applied by Open to zero Options fields.
 const (
@@ -50,13 +65,31 @@ var _ store.Store = (*Store)(nil)
 // Bucket names.
 var (
 	bucketSandboxes      = []byte("sandboxes")
+	bucketSpecs          = []byte("specs")
+	bucketByState        = []byte("by_state")
+	bucketByPrincipal    = []byte("by_principal")
+	bucketByNode         = []byte("by_node")
+	bucketByExpiry       = []byte("by_expiry")
+	bucketByEnded        = []byte("by_ended")
+	bucketStateCounts    = []byte("state_counts")
 	bucketNodeUsage      = []byte("node_usage")
 	bucketPrincipalUsage = []byte("principal_usage")
 	bucketNodes          = []byte("nodes")
 	bucketTokens         = []byte("tokens")
 	bucketMeta           = []byte("meta")
 	keySchema            = []byte("schema")
+	keyCursorKey         = []byte("cursor_key")
 )
+
+// indexBuckets are derived from the sandboxes bucket: migration rebuilds
+// them from the records.
+var indexBuckets = [][]byte{
+	bucketByState, bucketByPrincipal, bucketByNode, bucketByExpiry, bucketByEnded,
+	bucketStateCounts, bucketNodeUsage, bucketPrincipalUsage,
+}
+
+// allBuckets is every bucket of schema 2.
+var allBuckets = append([][]byte{bucketSandboxes, bucketSpecs, bucketNodes, bucketTokens, bucketMeta}, indexBuckets...)
 
 // Options configures Open. The zero value is ready to use.
 type Options struct {
@@ -69,6 +102,11 @@ type Options struct {
 	// FileMode is the permission of a newly created file; an existing
 	// file keeps its mode. Zero: DefaultFileMode (0600).
 	FileMode os.FileMode
+	// NoSync skips the fsync after each commit (bbolt's DB.NoSync), so a
+	// write costs no disk flush. Benchmarks and tests only: a crash can
+	// lose committed writes, budget reservations included. The gateway
+	// never sets it.
+	NoSync bool
 }
 
 func (o Options) withDefaults() Options {
@@ -96,12 +134,17 @@ type Store struct {
 	// ever reaches a closed bbolt handle. db is nil once closed.
 	mu sync.RWMutex
 	db *bbolt.DB
+
+	// cursorKey signs ListPage cursors (meta/cursor_key, made once per
+	// file), so a cursor from another file or query is refused.
+	cursorKey []byte
 }
 
 // Open opens (creating if needed) the store file at path. A missing parent
 // directory is created with mode 0700. Open fails with ErrLocked when
 // another process holds the file for longer than opts.Timeout, and with
-// ErrNewerSchema when the file was written by a newer sandgate.
+// ErrNewerSchema when the file was written by a newer sandgate. A schema 1
+// file is migrated to schema 2 before Open returns (see migrateV1).
 func Open(path string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	if path == "" {
@@ -110,7 +153,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	db, err := bbolt.Open(path, opts.FileMode, &bbolt.Options{Timeout: opts.Timeout})
+	db, err := bbolt.Open(path, opts.FileMode, &bbolt.Options{Timeout: opts.Timeout, NoSync: opts.NoSync})
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("store: open %s: %w (waited %s; is a sandgate gateway already running with this file?): %w",
 			path, ErrLocked, opts.Timeout, err)
@@ -118,34 +161,17 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	if err := db.Update(initSchema); err != nil {
+	var cursorKey []byte
+	err = db.Update(func(tx *bbolt.Tx) error {
+		var err error
+		cursorKey, err = initSchema(tx)
+		return err
+	})
+	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	return &Store{path: path, now: opts.Now, db: db}, nil
-}
-
-// initSchema checks the recorded schema version before it touches
-// anything, then creates missing buckets and records the version.
-func initSchema(tx *bbolt.Tx) error {
-	if meta := tx.Bucket(bucketMeta); meta != nil {
-		if v := meta.Get(keySchema); v != nil {
-			n, err := strconv.Atoi(string(v))
-			switch {
-			case err != nil || n < 1:
-				return fmt.Errorf("unrecognised schema version %q", v)
-			case n > SchemaVersion:
-				return fmt.Errorf("%w: the file has schema %d, this build supports %d; run a newer sandgate",
-					ErrNewerSchema, n, SchemaVersion)
-			}
-		}
-	}
-	for _, name := range [][]byte{bucketSandboxes, bucketNodeUsage, bucketPrincipalUsage, bucketNodes, bucketTokens, bucketMeta} {
-		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-			return fmt.Errorf("create bucket %s: %w", name, err)
-		}
-	}
-	return tx.Bucket(bucketMeta).Put(keySchema, []byte(strconv.Itoa(SchemaVersion)))
+	return &Store{path: path, now: opts.Now, db: db, cursorKey: cursorKey}, nil
 }
 
 // Ping reports whether the store is open and its file readable.

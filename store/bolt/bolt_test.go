@@ -155,7 +155,7 @@ func TestNewerSchemaIsRefused(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return b.Put([]byte("schema"), []byte("2"))
+		return b.Put([]byte("schema"), []byte("3"))
 	})
 	if err != nil {
 		t.Fatalf("write schema: %v", err)
@@ -169,8 +169,8 @@ func TestNewerSchemaIsRefused(t *testing.T) {
 		_ = s.Close()
 		t.Fatal("Open of a newer schema succeeded")
 	}
-	if !errors.Is(err, bolt.ErrNewerSchema) || !strings.Contains(err.Error(), "schema 2") {
-		t.Fatalf("Open = %v, want ErrNewerSchema naming schema 2", err)
+	if !errors.Is(err, bolt.ErrNewerSchema) || !strings.Contains(err.Error(), "schema 3") {
+		t.Fatalf("Open = %v, want ErrNewerSchema naming schema 3", err)
 	}
 
 	// The refused file is left as it was: no buckets added.

@@ -56,3 +56,48 @@ func ExampleOpen() {
 	// {Sandboxes:1 CPUMHz:500 MemoryMB:512}
 	// ended 0
 }
+
+func ExampleStore_ListPage() {
+	dir, err := os.MkdirTemp("", "sandgate-example")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	s, err := bolt.Open(filepath.Join(dir, "state.db"), bolt.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer func() { _ = s.Close() }()
+
+	ctx := context.Background()
+	for _, id := range []string{"a1", "a2", "a3", "a4", "a5"} {
+		rec := store.Sandbox{ID: id, Node: "w1", Principal: "agent:alice", State: store.StateRunning}
+		if err := s.Reserve(ctx, rec, nil); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	// Follow Next until it is empty; the filters go with every page.
+	q := store.Query{Principal: "agent:alice", Limit: 2}
+	for {
+		page, err := s.ListPage(ctx, q)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		for _, r := range page.Items {
+			fmt.Print(r.ID, " ")
+		}
+		fmt.Println("| more:", page.Next != "")
+		if page.Next == "" {
+			break
+		}
+		q.Cursor = page.Next
+	}
+	// Output:
+	// a1 a2 | more: true
+	// a3 a4 | more: true
+	// a5 | more: false
+}

@@ -3,12 +3,10 @@ package bolt
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
-	"strings"
+	"unicode/utf8"
 
 	bbolt "go.etcd.io/bbolt"
 
@@ -59,10 +57,13 @@ func (s *Store) Reserve(ctx context.Context, rec store.Sandbox, admit func(store
 				return err
 			}
 		}
-		if err := putJSON(sandboxes, rec.ID, rec); err != nil {
+		if err := putRecord(tx, rec); err != nil {
 			return err
 		}
-		return holdBudget(tx, rec, +1)
+		if err := putSpec(tx, rec.ID, rec.Spec); err != nil {
+			return err
+		}
+		return insertDerived(tx, rec)
 	})
 	if err != nil {
 		return fmt.Errorf("store: reserve %s: %w", rec.ID, err)
@@ -70,11 +71,16 @@ func (s *Store) Reserve(ctx context.Context, rec store.Sandbox, admit func(store
 	return nil
 }
 
-// Get returns a copy of the record, or store.ErrNotFound.
+// Get returns a copy of the record with its spec, or store.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (store.Sandbox, error) {
 	var rec store.Sandbox
 	err := s.view(ctx, func(tx *bbolt.Tx) error {
-		return getJSON(tx.Bucket(bucketSandboxes), id, &rec)
+		var err error
+		if rec, err = loadRecord(tx, []byte(id)); err != nil {
+			return err
+		}
+		rec.Spec = getSpec(tx, id)
+		return nil
 	})
 	if err != nil {
 		return store.Sandbox{}, fmt.Errorf("store: get %s: %w", id, err)
@@ -82,43 +88,9 @@ func (s *Store) Get(ctx context.Context, id string) (store.Sandbox, error) {
 	return rec, nil
 }
 
-// List returns copies of the records matching f, ordered by CreatedAt,
-// then ID; an empty, non-nil slice when nothing matches. It reads every
-// record: records are never deleted, so its cost grows with history.
-func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Sandbox, error) {
-	out := []store.Sandbox{}
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
-		return tx.Bucket(bucketSandboxes).ForEach(func(k, v []byte) error {
-			var rec store.Sandbox
-			if err := json.Unmarshal(v, &rec); err != nil {
-				return fmt.Errorf("decode %q: %w", k, err)
-			}
-			if matches(f, rec) {
-				out = append(out, rec)
-			}
-			return nil
-		})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: list: %w", err)
-	}
-	slices.SortFunc(out, func(a, b store.Sandbox) int {
-		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
-	return out, nil
-}
-
-func matches(f store.Filter, rec store.Sandbox) bool {
-	return (f.Principal == "" || f.Principal == rec.Principal) &&
-		(f.Node == "" || f.Node == rec.Node) &&
-		(!f.LiveOnly || rec.State.Live())
-}
-
-// Update applies mutate to a copy of the record in one write transaction,
-// stores and returns the result. mutate may not change ID, Node,
+// Update applies mutate to a copy of the record (spec included) in one
+// write transaction, stores and returns the result, moving its index
+// entries and state count with it. mutate may not change ID, Node,
 // Principal, CPUMHz or MemoryMB, set an unknown state, or make a terminal
 // record live (store.ErrInvalid; nothing written). A live-to-terminal
 // change releases the record's budget in the same transaction and sets a
@@ -130,11 +102,11 @@ func matches(f store.Filter, rec store.Sandbox) bool {
 func (s *Store) Update(ctx context.Context, id string, mutate func(*store.Sandbox) error) (store.Sandbox, error) {
 	var out store.Sandbox
 	err := s.update(ctx, func(tx *bbolt.Tx) error {
-		sandboxes := tx.Bucket(bucketSandboxes)
-		var cur store.Sandbox
-		if err := getJSON(sandboxes, id, &cur); err != nil {
+		cur, err := loadRecord(tx, []byte(id))
+		if err != nil {
 			return err
 		}
+		cur.Spec = getSpec(tx, id)
 		next := cloneSandbox(cur)
 		if mutate != nil {
 			if err := mutate(&next); err != nil {
@@ -154,8 +126,24 @@ func (s *Store) Update(ctx context.Context, id string, mutate func(*store.Sandbo
 				return err
 			}
 		}
-		if err := putJSON(sandboxes, id, next); err != nil {
+		if err := putRecord(tx, next); err != nil {
 			return err
+		}
+		if !bytes.Equal(cur.Spec, next.Spec) {
+			if err := putSpec(tx, id, next.Spec); err != nil {
+				return err
+			}
+		}
+		if err := moveIndexes(tx, cur, next); err != nil {
+			return err
+		}
+		if cur.State != next.State {
+			if err := addCount(tx, cur.State, -1); err != nil {
+				return err
+			}
+			if err := addCount(tx, next.State, +1); err != nil {
+				return err
+			}
 		}
 		out = cloneSandbox(next)
 		return nil
@@ -180,11 +168,20 @@ func (s *Store) NodeUsage(ctx context.Context, node string) (store.Usage, error)
 	return u, nil
 }
 
-// validateNew checks a record handed to Reserve.
+// validateNew checks a record handed to Reserve. The id, node and
+// principal are keys (of records, indexes and use) and must be valid
+// UTF-8: JSON would store anything else altered, and the record read back
+// would name other keys than the ones written.
 func validateNew(rec store.Sandbox) error {
 	switch {
 	case rec.ID == "":
 		return invalid("id", "empty")
+	case !utf8.ValidString(rec.ID):
+		return invalid("id", "not valid UTF-8")
+	case !utf8.ValidString(rec.Node):
+		return invalid("node", "not valid UTF-8")
+	case !utf8.ValidString(rec.Principal):
+		return invalid("principal", "not valid UTF-8")
 	case !rec.State.Live():
 		return invalid("state", fmt.Sprintf("%q is not live", rec.State))
 	case rec.Node == "":

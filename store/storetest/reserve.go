@@ -148,6 +148,9 @@ func testReserve(t *testing.T, open func(*testing.T) store.Store) {
 			{"failed state", func(r *store.Sandbox) { r.State = store.StateFailed }},
 			{"negative cpu", func(r *store.Sandbox) { r.CPUMHz = -1 }},
 			{"negative memory", func(r *store.Sandbox) { r.MemoryMB = -1 }},
+			{"id not UTF-8", func(r *store.Sandbox) { r.ID = "a\xff" }},
+			{"node not UTF-8", func(r *store.Sandbox) { r.Node = "w1\xff" }},
+			{"principal not UTF-8", func(r *store.Sandbox) { r.Principal = "agent:\xffalice" }},
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {

@@ -13,9 +13,11 @@
 //		})
 //	}
 //
-// The suite checks the contract written on store.Store, above all the
-// budget invariant: a node's and a principal's use always equal the sums
-// over their live records, under concurrency and over random histories.
+// The suite checks the contract written on store.Store, above all two
+// invariants, under concurrency and over random histories: a node's and a
+// principal's use always equal the sums over their live records, and
+// ListPage, List, Due and Counts always agree with a brute-force reading
+// of every record.
 package storetest
 
 import (
@@ -43,6 +45,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Reserve", testReserve},
 		{"Update", testUpdate},
 		{"Read", testRead},
+		{"Page", testPage},
+		{"History", testHistory},
 		{"Nodes", testNodes},
 		{"Tokens", testTokens},
 		{"Lifecycle", testLifecycle},
