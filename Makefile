@@ -10,7 +10,7 @@ BUNDLE   := policies/
 REGO_COVERAGE_THRESHOLD := 90
 BUILD    := .build
 
-.PHONY: system-deps docs all test run build vet lint gofmt-check policy policy-fmt policy-check policy-test policy-lint go-test bench fuzz clean
+.PHONY: system-deps docs all test run build vet lint gofmt-check policy policy-fmt policy-check policy-test policy-lint go-test bench fuzz soak clean
 
 all: test
 
@@ -76,17 +76,48 @@ bench:
 	$(GO) test -run='^$$' -bench=Gateway -benchmem -count=5 ./gateway/
 	$(GO) test -run='^$$' -bench=. -benchmem -count=5 ./gateway/token/ ./store/bolt/
 
-## fuzz: a short run of every fuzz target
+## fuzz: every fuzz target for FUZZTIME each (go test -fuzz takes one package and one
+## target per run); first fails if a Fuzz function of the tree is not listed in FUZZ_TARGETS
+FUZZTIME ?= 20s
+FUZZ_TARGETS := \
+	./render:FuzzJob \
+	./render/isolation:FuzzConfig \
+	./render/execwrap:FuzzCommandRoundTrip \
+	./policies:FuzzParseInput \
+	./gateway/token:FuzzVerify \
+	./gateway/client:FuzzReadProblem \
+	./gateway/client:FuzzRetryAfter \
+	./nomad:FuzzReadTail \
+	./gateway:FuzzDecodeCreateRequest \
+	./gateway:FuzzDecodeExecRequest \
+	./gateway:FuzzDecodeMintRequest \
+	./gateway:FuzzDecodeEnrollRequest \
+	./gateway:FuzzDecodeStateRequest \
+	./gateway:FuzzAuthorizeCreate \
+	./gateway:FuzzAuthorizeExec \
+	./gateway:FuzzAuthorizeMint \
+	./gateway:FuzzAuthorizeExtend \
+	./gateway:FuzzLogsQuery \
+	./gateway:FuzzQueryParams \
+	./gateway:FuzzSandboxPathID \
+	./gateway:FuzzAuthorizationHeader
 fuzz:
-	$(GO) test ./render -run='^$$' -fuzz=FuzzJob -fuzztime=30s
-	$(GO) test ./policies -run='^$$' -fuzz=FuzzParseInput -fuzztime=30s
-	$(GO) test ./gateway -run='^$$' -fuzz=FuzzDecodeCreateRequest -fuzztime=30s
-	$(GO) test ./gateway -run='^$$' -fuzz=FuzzDecodeExecRequest -fuzztime=30s
-	$(GO) test ./gateway -run='^$$' -fuzz=FuzzDecodeMintRequest -fuzztime=30s
-	$(GO) test ./gateway -run='^$$' -fuzz=FuzzDecodeEnrollRequest -fuzztime=30s
-	$(GO) test ./gateway -run='^$$' -fuzz=FuzzDecodeStateRequest -fuzztime=30s
-	$(GO) test ./gateway/token -run='^$$' -fuzz=FuzzVerify -fuzztime=30s
-	$(GO) test ./render/isolation -run='^$$' -fuzz=FuzzConfig -fuzztime=30s
+	@found=$$(grep -rHoE '^func Fuzz[A-Za-z0-9_]+' --include='*_test.go' --exclude-dir=tools --exclude-dir=.build . | \
+		sed -E 's|^(.*)/[^/]*\.go:func (Fuzz.*)$$|\1:\2|' | sort -u); \
+	listed=$$(printf '%s\n' $(FUZZ_TARGETS) | sort -u); \
+	missing=$$(comm -23 <(echo "$$found") <(echo "$$listed")); stale=$$(comm -13 <(echo "$$found") <(echo "$$listed")); \
+	if [ -n "$$missing$$stale" ]; then echo "FUZZ_TARGETS lacks: $$missing; lists what does not exist: $$stale"; exit 1; fi
+	@for t in $(FUZZ_TARGETS); do \
+		echo "== $${t##*:} ($${t%%:*}) for $(FUZZTIME)"; \
+		$(GO) test "$${t%%:*}" -run='^$$' -fuzz="^$${t##*:}\$$" -fuzztime=$(FUZZTIME) || exit 1; \
+	done
+
+## soak: the load tests at full size, without the race detector (not part of make test):
+## 10,000 racing creates, then TestSoak, mixed traffic of 50 agents for SANDGATE_SOAK_DURATION
+SANDGATE_SOAK_DURATION ?= 5m
+soak:
+	SANDGATE_SOAK=1 SANDGATE_SOAK_DURATION=$(SANDGATE_SOAK_DURATION) $(GO) test ./test/load/ -count=1 -v -timeout 60m \
+		-run '^(TestRacingCreatesNeverOverrun|TestSoak)$$'
 
 clean:
 	rm -rf $(BUILD)

@@ -24,8 +24,12 @@ type caller struct {
 	active bool
 }
 
-// principal names the caller in records and logs: "<role>:<sub>".
-func (c *caller) principal() string { return string(c.claims.Role) + ":" + c.claims.Subject }
+// principal names the caller in records, the list filter and logs:
+// "<role>:<sub>", role and subject together (SPEC B3). The policy derives
+// the same from the token's claims (authz _token_principal).
+func (c *caller) principal() string {
+	return policies.PrincipalFacts{Role: string(c.claims.Role), Sub: c.claims.Subject}.ID()
+}
 
 func (c *caller) facts() *policies.TokenFacts {
 	var exp int64

@@ -150,7 +150,8 @@ func (s *Server) decide(ctx context.Context, ep policies.Entrypoint, v ast.Value
 		}
 		entry.Method = c.Request().Method
 		entry.Route = c.Path()
-		entry.RequestID = c.Response().Header().Get(echo.HeaderXRequestID)
+		entry.RequestID = requestIDOf(c)
+		entry.ClientRequestID = clientRequestIDOf(c)
 	}
 	if err != nil {
 		entry.Error = err.Error()
@@ -191,14 +192,48 @@ func (s *Server) denial(d policies.Decision, rec *store.Sandbox, id string, toke
 		p = notFound(id)
 	case slices.Contains(rules, "T4") && !tokenActive: // T4 also judges a mint request's body
 		p = unauthenticated("the token has been revoked")
+	case rec != nil && slices.Contains(rules, "T3") && !rec.State.Live():
+		p = endedProblem(*rec)
 	case rec != nil && slices.Contains(rules, "T3") && s.expired(*rec):
-		p = newProblem(http.StatusGone, codeExpired, "sandbox "+rec.ID+" expired at "+rec.ExpiresAt.UTC().Format(timeFormat))
+		at := rec.ExpiresAt
+		if rec.CeilingAt.Before(at) {
+			at = rec.CeilingAt
+		}
+		p = newProblem(http.StatusGone, codeExpired, "sandbox "+rec.ID+" expired at "+at.UTC().Format(timeFormat)+
+			"; it is reaped shortly, create a new one")
 	default:
 		p = newProblem(http.StatusForbidden, codePolicyDenied, violationsDetail(d))
 	}
 	p.RuleIDs = rules
 	p.Violations = d.Violations
 	p.DecisionID = d.ID
+	return p
+}
+
+// endedProblem is the 410 for a terminal record: it says that the sandbox
+// ended, when and why, from the record.
+func endedProblem(r store.Sandbox) *Problem {
+	reason, verb := r.EndReason, "ended"
+	if r.State == store.StateFailed {
+		verb = "failed"
+	}
+	if reason == "" {
+		reason = string(r.State)
+	}
+	detail := "sandbox " + r.ID + " " + verb
+	if !r.EndedAt.IsZero() {
+		detail += " at " + r.EndedAt.UTC().Format(timeFormat)
+	}
+	detail += " (" + reason + ")"
+	if r.LastError != "" {
+		detail += ": " + audit.Truncate(r.LastError, 512)
+	}
+	p := newProblem(http.StatusGone, codeEnded, detail+"; create a new one")
+	p.EndReason = reason
+	if !r.EndedAt.IsZero() {
+		at := r.EndedAt.UTC()
+		p.EndedAt = &at
+	}
 	return p
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"sandgate/gateway/testhook"
 	"sandgate/gateway/token"
 	"sandgate/nomad"
 	"sandgate/policies"
@@ -22,6 +23,7 @@ import (
 // allocation. A failed registration or placement releases the budget and
 // leaves no job behind.
 func (s *Server) createSandbox(c echo.Context) error {
+	testhook.Pause(testhook.CreateAuthorized)
 	ctx := c.Request().Context()
 	cl := callerOf(c)
 	body, _ := c.Get(ctxBody).(*createRequest)
@@ -63,7 +65,7 @@ func (s *Server) createSandbox(c echo.Context) error {
 		return fmt.Errorf("mint session token: %w", err)
 	}
 	rec := store.Sandbox{
-		ID: spec.ID, JobID: spec.JobID(), Node: spec.Node, Principal: cl.claims.Subject,
+		ID: spec.ID, JobID: spec.JobID(), Node: spec.Node, Principal: cl.principal(),
 		Profile: string(spec.Profile), Network: string(spec.Network), Image: spec.Image,
 		CPUMHz: cpu, MemoryMB: mem, Labels: body.Labels, State: store.StateStarting,
 		CreatedAt: now, ExpiresAt: now.Add(spec.TTL), CeilingAt: spec.CeilingAt(), UpdatedAt: now,
@@ -91,7 +93,7 @@ func (s *Server) createSandbox(c echo.Context) error {
 			Limits: budgetLimits(f.NodeInfo, def),
 			Used:   policies.BudgetUse{Sandboxes: f.Node.Sandboxes, CPUMHz: f.Node.CPUMHz, MemoryMB: f.Node.MemoryMB},
 		}, policies.PrincipalFacts{
-			Sub: rec.Principal, Role: string(cl.claims.Role),
+			Sub: cl.claims.Subject, Role: string(cl.claims.Role),
 			LiveSandboxes: f.Principal.Sandboxes, MaxLiveSandboxes: quota,
 		}, NomadMounts(st))
 		v, err := in.Value()
@@ -105,6 +107,7 @@ func (s *Server) createSandbox(c echo.Context) error {
 		if !d.Allow {
 			return admissionDenial(d)
 		}
+		testhook.Pause(testhook.CreateAdmitted)
 		return nil
 	})
 	if err != nil {
@@ -114,12 +117,14 @@ func (s *Server) createSandbox(c echo.Context) error {
 		}
 		return unavailable("the sandbox could not be reserved; nothing was changed", err)
 	}
+	testhook.Pause(testhook.CreateReserved)
 
 	evalID, err := s.cfg.Nomad.Register(ctx, job)
 	if err != nil {
 		s.failStart(rec, "register_failed", err)
 		return nomadUnavailable("Nomad refused or did not answer the job registration; the reservation was released and no job is left", err)
 	}
+	testhook.Pause(testhook.CreateRegistered)
 	wait := s.cfg.DefaultWait
 	if body.WaitSeconds != nil {
 		wait = time.Duration(*body.WaitSeconds) * time.Second
@@ -134,10 +139,12 @@ func (s *Server) createSandbox(c echo.Context) error {
 			return nomadUnavailable("Nomad failed while the sandbox was being placed; the reservation was released and the job purged", err)
 		}
 	}
+	testhook.Pause(testhook.CreatePlaced)
 	out, err := s.settle(rec, pl, evalID)
 	if err != nil {
 		return err
 	}
+	testhook.Pause(testhook.CreateSettled)
 	if out.State == store.StateStarting {
 		handedOff = true
 		s.watchStart(out, evalID)

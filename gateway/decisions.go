@@ -34,10 +34,22 @@ func newRecentDecisions() *recentDecisions {
 	return &recentDecisions{ring: make([]recentDecision, recentCapacity)}
 }
 
-func (r *recentDecisions) add(e audit.Entry, vs []policies.Violation) {
-	if vs == nil {
-		vs = []policies.Violation{}
+// maxRecentViolations and maxViolationMsg bound what one decision keeps in
+// memory: a violation's message can quote a request's values.
+const (
+	maxRecentViolations = 32
+	maxViolationMsg     = 512
+)
+
+func (r *recentDecisions) add(e audit.Entry, in []policies.Violation) {
+	vs := make([]policies.Violation, 0, min(len(in), maxRecentViolations))
+	for i, v := range in {
+		if i == maxRecentViolations {
+			break
+		}
+		vs = append(vs, policies.Violation{Rule: audit.Truncate(v.Rule, 32), Msg: audit.Truncate(v.Msg, maxViolationMsg)})
 	}
+	e = e.Bounded()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.ring[r.next] = recentDecision{Entry: e, Violations: vs}

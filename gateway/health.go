@@ -2,12 +2,11 @@ package gateway
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -38,9 +37,42 @@ func (s *Server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz is 200 only when the store is open and Nomad answers.
+// readyCacheFor is how long a readiness verdict is reused: /readyz is
+// unauthenticated, so a flood of probes costs at most one store ping and
+// one Nomad call per period.
+const readyCacheFor = time.Second
+
+// readiness is the cached verdict of /readyz.
+type readiness struct {
+	mu     sync.Mutex
+	at     time.Time
+	ready  bool
+	checks map[string]string
+}
+
+// readyz is 200 only when the store is open and Nomad answers; the checks
+// are at most readyCacheFor old.
 func (s *Server) readyz(c echo.Context) error {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), 3*time.Second)
+	ready, checks := s.readyChecks(c.Request().Context())
+	status := http.StatusOK
+	if !ready {
+		status = http.StatusServiceUnavailable
+		c.Response().Header().Set("Retry-After", "5")
+	}
+	return c.JSON(status, map[string]any{"ready": ready, "checks": checks, "simulated": s.cfg.Simulated})
+}
+
+// readyChecks runs the checks, or returns the verdict of a run less than
+// readyCacheFor ago. Callers arriving during a run wait for it. The run
+// does not depend on the caller staying connected.
+func (s *Server) readyChecks(ctx context.Context) (bool, map[string]string) {
+	r := &s.ready
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if now := s.cfg.Now(); r.checks != nil && now.Sub(r.at) < readyCacheFor && !now.Before(r.at) {
+		return r.ready, r.checks
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 	defer cancel()
 	checks := map[string]string{"store": "ok", "nomad": "ok"}
 	ready := true
@@ -53,18 +85,8 @@ func (s *Server) readyz(c echo.Context) error {
 		checks["nomad"], ready = "unavailable", false
 		s.log.Warn("readyz: nomad", "err", err)
 	}
-	status := http.StatusOK
-	if !ready {
-		status = http.StatusServiceUnavailable
-		c.Response().Header().Set("Retry-After", "5")
-	}
-	return c.JSON(status, map[string]any{"ready": ready, "checks": checks, "simulated": s.cfg.Simulated})
-}
-
-func newRequestID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	r.at, r.ready, r.checks = s.cfg.Now(), ready, checks
+	return ready, checks
 }
 
 // recoverPanics turns a panic into a logged 500 problem: the request is

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"sandgate/gateway/testhook"
 	"sandgate/policies"
 	"sandgate/store"
 )
@@ -82,9 +83,11 @@ func (s *Server) endBecause(ctx context.Context, id, reason, lastError, principa
 	if err := s.allowLifecycle(ctx, endInput(rec, reason, allEffects, true), principal); err != nil {
 		return rec, err
 	}
+	testhook.Pause(testhook.EndDecided)
 	if err := s.cfg.Nomad.Purge(ctx, rec.JobID); err != nil {
 		return rec, nomadUnavailable("Nomad did not purge the job; the sandbox is unchanged, retry", err)
 	}
+	testhook.Pause(testhook.EndPurged)
 	out, err := s.markEnded(ctx, id, store.StateEnded, reason, lastError)
 	if errors.Is(err, errNotLive) { // ended concurrently: the same outcome
 		return s.cfg.Store.Get(ctx, id)
@@ -92,6 +95,7 @@ func (s *Server) endBecause(ctx context.Context, id, reason, lastError, principa
 	if err != nil {
 		return out, unavailable("the job was purged but the record could not be updated; reconcile will end it", err)
 	}
+	testhook.Pause(testhook.EndRecorded)
 	s.log.Info("sandbox ended", "sandbox", id, "reason", reason, "by", principal)
 	return out, nil
 }

@@ -26,11 +26,37 @@ type metrics struct {
 	nomadErrors    *prometheus.CounterVec
 	reaped         *prometheus.CounterVec
 	reconcileFixes *prometheus.CounterVec
+	pruned         prometheus.Counter
+	// routes are the route templates a request's route label may take;
+	// anything else (an unmatched path) is "unmatched".
+	routes map[string]bool
+}
+
+// knownMethods are the method label's values besides "other": an invented
+// method must not add series (anyone can send one, without a token).
+var knownMethods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
+	http.MethodPatch: true, http.MethodDelete: true, http.MethodOptions: true,
+}
+
+func (m *metrics) methodLabel(method string) string {
+	if knownMethods[method] {
+		return method
+	}
+	return "other"
+}
+
+func (m *metrics) routeLabel(path string) string {
+	if m.routes[path] {
+		return path
+	}
+	return "unmatched"
 }
 
 func newMetrics(reg *prometheus.Registry, st store.Store) (*metrics, error) {
 	m := &metrics{
-		reg: reg,
+		reg:    reg,
+		routes: map[string]bool{},
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sandgate_http_request_duration_seconds", Help: "API request latency by method, route template and status.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
@@ -59,8 +85,11 @@ func newMetrics(reg *prometheus.Registry, st store.Store) (*metrics, error) {
 			Name: "sandgate_reconcile_actions_total", Help: "Reconciliation actions by kind (orphan_job_purged, record_ended).",
 		}, []string{"action"}),
 	}
+	m.pruned = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sandgate_sandbox_records_pruned_total", Help: "Terminal sandbox records deleted past their retention.",
+	})
 	cs := []prometheus.Collector{m.requests, m.decisionTime, m.decisions, m.violations, m.nomadTime,
-		m.nomadErrors, m.reaped, m.reconcileFixes, &stateCollector{st: st}}
+		m.nomadErrors, m.reaped, m.reconcileFixes, m.pruned, &stateCollector{st: st}}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -109,11 +138,8 @@ func (s *Server) observeRequests(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			status = fromError(err).Status
 		}
-		route := c.Path()
-		if route == "" {
-			route = "unmatched"
-		}
-		s.metrics.requests.WithLabelValues(c.Request().Method, route, strconv.Itoa(status)).Observe(time.Since(start).Seconds())
+		s.metrics.requests.WithLabelValues(s.metrics.methodLabel(c.Request().Method), s.metrics.routeLabel(c.Path()),
+			strconv.Itoa(status)).Observe(time.Since(start).Seconds())
 		return err
 	}
 }
@@ -126,20 +152,18 @@ var sandboxesDesc = prometheus.NewDesc("sandgate_sandboxes", "Sandbox records by
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- sandboxesDesc }
 
-// Collect implements prometheus.Collector: one store listing per scrape.
+// Collect implements prometheus.Collector: the store's per-state counters,
+// kept in the same transactions as the records, so a scrape costs the same
+// whatever the history.
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	recs, err := c.st.List(ctx, store.Filter{})
+	counts, err := c.st.Counts(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(sandboxesDesc, err)
 		return
 	}
-	counts := map[store.State]int{store.StateStarting: 0, store.StateRunning: 0, store.StateFailed: 0, store.StateEnded: 0}
-	for _, r := range recs {
-		counts[r.State]++
-	}
-	for st, n := range counts {
-		ch <- prometheus.MustNewConstMetric(sandboxesDesc, prometheus.GaugeValue, float64(n), string(st))
+	for _, st := range store.States() {
+		ch <- prometheus.MustNewConstMetric(sandboxesDesc, prometheus.GaugeValue, float64(counts[st]), string(st))
 	}
 }

@@ -26,6 +26,18 @@ type nodeCache struct {
 	nodes   []nomad.Node
 	servers []nomad.ServerMember
 	fetched time.Time
+	// flight is the listing in progress, shared by every caller that
+	// arrives while it runs; nil when none runs.
+	flight *nodeFetch
+}
+
+// nodeFetch is one listing of the nodes and the server members; done is
+// closed once its fields are set.
+type nodeFetch struct {
+	done    chan struct{}
+	nodes   []nomad.Node
+	servers []nomad.ServerMember
+	err     error
 }
 
 func newNodeCache(n Nomad, ttl time.Duration, now func() time.Time) *nodeCache {
@@ -35,29 +47,72 @@ func newNodeCache(n Nomad, ttl time.Duration, now func() time.Time) *nodeCache {
 // list returns the client nodes and the server members. Both are read
 // together: the control-plane verdict of a node needs both, and an error
 // on either refuses (no node is judged without its server facts).
+//
+// Callers that find the cache stale while a listing runs wait for that one
+// listing (its answer or its error) instead of queueing behind it for one
+// of their own, and each stops waiting when its ctx ends: a Nomad slower
+// than the per-call timeout costs every caller one timeout, not one per
+// caller ahead of it.
+//
+// A caller that joined a listing started before it arrived, and saw that
+// listing fail, tries once more with a listing of its own: the failure may
+// predate it (a Nomad that has recovered since must not fail it).
 func (c *nodeCache) list(ctx context.Context) ([]nomad.Node, []nomad.ServerMember, error) {
+	for attempt := 0; ; attempt++ {
+		c.mu.Lock()
+		if c.nodes != nil && c.now().Sub(c.fetched) < c.ttl {
+			nodes, servers := c.nodes, c.servers
+			c.mu.Unlock()
+			return nodes, servers, nil
+		}
+		f, joined := c.flight, c.flight != nil
+		if f == nil {
+			f = &nodeFetch{done: make(chan struct{})}
+			c.flight = f
+			// The listing outlives a caller that gives up; the client's
+			// per-call timeout bounds it.
+			go c.fetch(context.WithoutCancel(ctx), f)
+		}
+		c.mu.Unlock()
+		select {
+		case <-f.done:
+			if f.err != nil && joined && attempt == 0 {
+				continue
+			}
+			return f.nodes, f.servers, f.err
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+}
+
+// fetch lists the nodes and the server members into f and, unless the
+// cache was invalidated meanwhile, keeps a successful answer.
+func (c *nodeCache) fetch(ctx context.Context, f *nodeFetch) {
+	defer close(f.done)
+	f.nodes, f.err = c.nomad.Nodes(ctx)
+	if f.err == nil {
+		f.servers, f.err = c.nomad.Servers(ctx)
+	}
+	if f.err != nil {
+		f.nodes, f.servers = nil, nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.nodes != nil && c.now().Sub(c.fetched) < c.ttl {
-		return c.nodes, c.servers, nil
+	if c.flight != f {
+		return
 	}
-	nodes, err := c.nomad.Nodes(ctx)
-	if err != nil {
-		return nil, nil, err
+	c.flight = nil
+	if f.err == nil {
+		c.nodes, c.servers, c.fetched = f.nodes, f.servers, c.now()
 	}
-	servers, err := c.nomad.Servers(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	c.nodes, c.servers, c.fetched = nodes, servers, c.now()
-	return nodes, servers, nil
 }
 
 // invalidate drops the cache: the next read asks Nomad (after an operator
 // changed a node, the answer must not be two seconds old).
 func (c *nodeCache) invalidate() {
 	c.mu.Lock()
-	c.nodes, c.servers = nil, nil
+	c.nodes, c.servers, c.flight = nil, nil, nil
 	c.mu.Unlock()
 }
 

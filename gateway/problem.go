@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -29,6 +30,9 @@ type Problem struct {
 	Violations []policies.Violation `json:"violations,omitempty"`
 	DecisionID string               `json:"decision_id,omitempty"`
 	RequestID  string               `json:"request_id,omitempty"`
+	// EndReason and EndedAt say why and when a sandbox ended (410 sandbox_ended).
+	EndReason string     `json:"end_reason,omitempty"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
 
 	retryAfter int    // seconds; sets Retry-After when positive
 	cause      error  // logged, never shown
@@ -61,8 +65,10 @@ const (
 	codeMethodNotAllowed = "method_not_allowed"
 	codeNotRunning       = "sandbox_not_running"
 	codeExpired          = "sandbox_expired"
+	codeEnded            = "sandbox_ended"
 	codeLost             = "sandbox_lost"
 	codeTooLarge         = "payload_too_large"
+	codeHeaderTooLarge   = "header_too_large"
 	codeBudget           = "budget_exhausted"
 	codeNomadUnavailable = "nomad_unavailable"
 	codeNoNode           = "no_enrolled_node"
@@ -85,6 +91,8 @@ var problemTitles = map[string]string{ //nolint:gosec // G101: titles of error c
 	codeNotRunning:       "The sandbox is not running",
 	codeExpired:          "The sandbox has expired",
 	codeTooLarge:         "The request body is too large",
+	codeHeaderTooLarge:   "The request headers are too large",
+	codeEnded:            "The sandbox has ended",
 	codeBudget:           "Budget exhausted",
 	codeNomadUnavailable: "Nomad is unavailable",
 	codeNoNode:           "No node can host a sandbox",
@@ -184,10 +192,10 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	p := fromError(err)
 	out := *p
-	out.RequestID = c.Response().Header().Get(echo.HeaderXRequestID)
+	out.RequestID = requestIDOf(c)
 	if out.Status >= 500 || out.cause != nil {
 		s.log.Error("request failed", "request_id", out.RequestID, "route", c.Path(),
-			"status", out.Status, "code", out.Code, "err", err.Error())
+			"status", out.Status, "code", out.Code, "err", err.Error(), "cause", out.cause)
 	}
 	h := c.Response().Header()
 	if out.retryAfter > 0 {

@@ -164,9 +164,13 @@ func (r *execRequest) policyBody() policies.RequestBody {
 		b.StdinBytes = &n
 	}
 	if r.Env != nil {
-		n := int64(len(r.Env))
-		b.EnvCount = &n
+		n, size := int64(len(r.Env)), int64(0)
+		for k, v := range r.Env {
+			size += int64(len(k) + 1 + len(v))
+		}
+		b.EnvCount, b.EnvBytes = &n, &size
 	}
+	b.Workdir = r.Workdir
 	return b
 }
 

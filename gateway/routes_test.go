@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"sandgate/gateway/token"
 	"sandgate/nomad/nomadsim"
@@ -159,11 +161,15 @@ func TestAMalformedDecisionFailsClosed(t *testing.T) {
 
 func TestReadyzIs503WhenNomadDoesNotAnswer(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOptions{})
+	h := newHarness(t, harnessOptions{fake: true})
 	if r := h.do(http.MethodGet, "/readyz", "", nil); r.status != http.StatusOK {
 		t.Fatalf("readyz: %d %s", r.status, r.body)
 	}
 	h.sim.InjectFault(nomadsim.Fault{PathPrefix: "/v1/agent/self", Status: http.StatusInternalServerError})
+	if r := h.do(http.MethodGet, "/readyz", "", nil); r.status != http.StatusOK {
+		t.Fatalf("readyz within its cache period: %d %s, want the cached 200", r.status, r.body)
+	}
+	h.clock.Advance(time.Second) // the cache period
 	r := h.do(http.MethodGet, "/readyz", "", nil)
 	if r.status != http.StatusServiceUnavailable || r.json(t)["ready"] != false || strings.Contains(string(r.body), "127.0.0.1") {
 		t.Fatalf("readyz with Nomad failing: %d %s", r.status, r.body)
@@ -196,5 +202,30 @@ func TestALifecycleDenyLeavesTheSandboxUntouched(t *testing.T) {
 	}
 	if u, _ := h.st.NodeUsage(t.Context(), "worker-1"); u.Sandboxes != 1 {
 		t.Fatalf("budget after the refused destroy: %+v", u)
+	}
+}
+
+// /readyz is unauthenticated: a flood of probes costs one Nomad call per
+// cache period, not one per request.
+func TestReadyzFloodCostsOneNomadCallPerPeriod(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{fake: true})
+	h.sim.ResetRequests()
+	var wg sync.WaitGroup
+	for range 100 {
+		wg.Go(func() {
+			if r := h.do(http.MethodGet, "/readyz", "", nil); r.status != http.StatusOK {
+				t.Errorf("readyz: %d %s", r.status, r.body)
+			}
+		})
+	}
+	wg.Wait()
+	if n := h.sim.Requests(); n != 1 {
+		t.Fatalf("100 probes made %d Nomad calls, want 1: %v", n, h.sim.RequestLog())
+	}
+	h.clock.Advance(time.Second) // the cache period
+	h.do(http.MethodGet, "/readyz", "", nil)
+	if n := h.sim.Requests(); n != 2 {
+		t.Fatalf("a probe after the cache period made %d calls in all, want 2", n)
 	}
 }

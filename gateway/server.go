@@ -61,6 +61,10 @@ type Config struct {
 	Now func() time.Time
 	// BodyLimit caps request bodies; default 1 MiB.
 	BodyLimit int64
+	// MaxHeaderBytes caps the request target plus headers; past it the
+	// answer is 431. Default DefaultMaxHeaderBytes (16 KiB). The HTTP
+	// server should refuse well before reading more (ServerHeaderLimit).
+	MaxHeaderBytes int
 	// DefaultWait is how long a create waits for its allocation to run
 	// when the request does not say (wait_seconds); default 30 s.
 	DefaultWait time.Duration
@@ -76,6 +80,10 @@ type Config struct {
 	ReaperInterval time.Duration
 	// ReconcileInterval is how often the gateway reconciles with Nomad (L4); default 5 min.
 	ReconcileInterval time.Duration
+	// Retention is how long a terminal (ended or failed) record is kept
+	// after it ended; the reaper prunes older ones. Default 7 days;
+	// negative keeps them forever. The decision log keeps the audit trail.
+	Retention time.Duration
 	// ReclaimInterval is how often the usage monitor reads the usage and
 	// drain state of nodes holding sandboxes (R2, R3); default 30 s.
 	ReclaimInterval time.Duration
@@ -108,6 +116,9 @@ func (c *Config) defaults() {
 	if c.BodyLimit == 0 {
 		c.BodyLimit = 1 << 20
 	}
+	if c.MaxHeaderBytes == 0 {
+		c.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
 	setDur(&c.DefaultWait, 30*time.Second)
 	setDur(&c.MaxWait, 120*time.Second)
 	setDur(&c.StartTimeout, 5*time.Minute)
@@ -115,6 +126,7 @@ func (c *Config) defaults() {
 	setDur(&c.ReaperInterval, 30*time.Second)
 	setDur(&c.ReconcileInterval, 5*time.Minute)
 	setDur(&c.ReclaimInterval, 30*time.Second)
+	setDur(&c.Retention, 7*24*time.Hour)
 	if c.Version == "" {
 		c.Version = "dev"
 	}
@@ -134,6 +146,8 @@ func (c *Config) validate() error {
 		return errors.New("gateway: Config.Decisions is required")
 	case c.BodyLimit < 1024:
 		return fmt.Errorf("gateway: BodyLimit %d is below 1 KiB", c.BodyLimit)
+	case c.MaxHeaderBytes < 4096:
+		return fmt.Errorf("gateway: MaxHeaderBytes %d is below 4 KiB", c.MaxHeaderBytes)
 	case c.DefaultWait > c.MaxWait:
 		return errors.New("gateway: DefaultWait exceeds MaxWait")
 	}
@@ -148,6 +162,7 @@ type Server struct {
 	metrics *metrics
 	nodes   *nodeCache
 	recent  *recentDecisions
+	ready   readiness
 	// taskName is the task every rendered job runs, computed once: exec
 	// and logs address it on every request.
 	taskName string
@@ -176,6 +191,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
+	for _, r := range s.routes() {
+		m.routes[r.path] = true
+	}
 	s.nodes = newNodeCache(cfg.Nomad, 2*time.Second, cfg.Now)
 	s.recent = newRecentDecisions()
 	s.taskName = render.DefaultConfig().TaskName
@@ -241,7 +259,7 @@ func (s *Server) newEcho() *echo.Echo {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{Generator: newRequestID}))
+	e.Use(s.hygiene)
 	e.Use(s.recoverPanics)
 	e.Use(s.observeRequests)
 	e.Use(middleware.BodyLimit(fmt.Sprintf("%dB", s.cfg.BodyLimit)))

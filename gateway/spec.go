@@ -175,7 +175,7 @@ func AdmissionInput(spec render.SandboxSpec, jobJSON []byte, node policies.NodeF
 			ID:        spec.ID,
 			Profile:   string(spec.Profile),
 			Network:   string(spec.Network),
-			Principal: principal.Sub,
+			Principal: principal.ID(),
 			CreatedAt: spec.CreatedAt.Unix(),
 			CeilingAt: spec.CeilingAt().Unix(),
 		},

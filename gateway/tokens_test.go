@@ -121,7 +121,7 @@ func TestAgentQuotaHoldsUnderConcurrentCreates(t *testing.T) {
 	if created != 3 || refused != n-3 {
 		t.Fatalf("created %d, refused %d; want 3 and %d", created, refused, n-3)
 	}
-	live, _ := h.st.List(t.Context(), store.Filter{Principal: "agent-q", LiveOnly: true})
+	live, _ := h.st.List(t.Context(), store.Filter{Principal: "agent:agent-q", LiveOnly: true})
 	if len(live) != 3 {
 		t.Fatalf("%d live sandboxes for the agent", len(live))
 	}

@@ -73,6 +73,10 @@ type PrincipalFacts struct {
 	MaxLiveSandboxes int64 `json:"max_live_sandboxes,omitempty"`
 }
 
+// ID is the principal as records name their owner: role and subject
+// together ("agent:ci"), so tokens of two roles never share ownership.
+func (p PrincipalFacts) ID() string { return p.Role + ":" + p.Sub }
+
 // Budget is a node's limits and what its live sandboxes use, excluding the
 // sandbox being admitted. Go sums the live sandboxes (SumUse): Rego only
 // compares.

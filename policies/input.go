@@ -55,6 +55,10 @@ type RequestBody struct {
 	TimeoutSeconds *int64   `json:"timeout_seconds,omitempty"`
 	StdinBytes     *int64   `json:"stdin_bytes,omitempty"` // length of stdin, computed by the gateway
 	EnvCount       *int64   `json:"env_count,omitempty"`   // number of env entries, computed by the gateway
+	// EnvBytes is the size of the env entries as the wrapper receives them
+	// (len(NAME)+1+len(value) each), computed by the gateway.
+	EnvBytes *int64  `json:"env_bytes,omitempty"`
+	Workdir  *string `json:"workdir,omitempty"`
 	// token mint (ttl_seconds above)
 	Role  *string    `json:"role,omitempty"`
 	Label *string    `json:"label,omitempty"`
@@ -143,6 +147,8 @@ func (b *RequestBody) value() ast.Object {
 	putIntPtr(o, "timeout_seconds", b.TimeoutSeconds)
 	putIntPtr(o, "stdin_bytes", b.StdinBytes)
 	putIntPtr(o, "env_count", b.EnvCount)
+	putIntPtr(o, "env_bytes", b.EnvBytes)
+	putStringPtr(o, "workdir", b.Workdir)
 	putStringPtr(o, "role", b.Role)
 	putStringPtr(o, "label", b.Label)
 	if b.Quota != nil {

@@ -3,6 +3,7 @@ package policies
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -37,6 +38,8 @@ func TestTheHandBuiltAuthzInputEqualsItsJSON(t *testing.T) {
 					Profile: ptr("strict"), Network: ptr("none"), TTLSeconds: ptr[int64](3600), CPUMHz: ptr[int64](500),
 					MemoryMB: ptr[int64](512), Image: ptr("ubuntu:24.04"), Node: ptr("w1"),
 					Argv: []string{"echo", "hi"}, TimeoutSeconds: ptr[int64](30), StdinBytes: ptr[int64](0), EnvCount: ptr[int64](2),
+					EnvBytes: ptr[int64](9), Workdir: ptr("/workspace"), Role: ptr("agent"), Label: ptr("ci"),
+					Quota: &MintQuota{MaxLiveSandboxes: ptr[int64](3)},
 				},
 			},
 			Token: &TokenFacts{Role: "session", Sub: "session:k7x2m9p4q8r5t1v6", Scopes: []string{"status", "exec"},
@@ -49,6 +52,14 @@ func TestTheHandBuiltAuthzInputEqualsItsJSON(t *testing.T) {
 			Request: Request{Body: RequestBody{Argv: []string{}}},
 			Token:   &TokenFacts{Scopes: []string{}},
 		},
+	}
+	// "every field set" must set every field: a field added to the body but
+	// not to the hand-built value would otherwise never reach the policy.
+	body := reflect.ValueOf(cases["every field set"].Request.Body)
+	for i := range body.NumField() {
+		if body.Field(i).IsZero() {
+			t.Fatalf("the \"every field set\" case leaves RequestBody.%s unset", body.Type().Field(i).Name)
+		}
 	}
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -103,6 +103,15 @@ type SandboxSettings struct {
 	MinMemoryMB     int `json:"min_memory_mb"`
 	MaxCPUMHz       int `json:"max_cpu_mhz"`
 	MaxMemoryMB     int `json:"max_memory_mb"`
+	// States names the store's sandbox states as the policy judges them:
+	// live (may run work) and terminal.
+	States SandboxStates `json:"states"`
+}
+
+// SandboxStates is sandbox.states of policy data.
+type SandboxStates struct {
+	Live     []string `json:"live"`
+	Terminal []string `json:"terminal"`
 }
 
 // LifetimeSettings holds TTL bounds and the lifetime ceiling, in seconds (L2, H8).
@@ -117,7 +126,7 @@ type ExecSettings struct {
 	DefaultTimeoutSeconds int `json:"default_timeout_seconds"`
 	MaxTimeoutSeconds     int `json:"max_timeout_seconds"`
 	MaxOutputBytes        int `json:"max_output_bytes"`
-	MaxArgvBytes          int `json:"max_argv_bytes"`
+	MaxVectorBytes        int `json:"max_vector_bytes"`
 	MaxArgs               int `json:"max_args"`
 	MaxStdinBytes         int `json:"max_stdin_bytes"`
 	MaxEnv                int `json:"max_env"`
@@ -231,6 +240,7 @@ func (s Settings) validate() error {
 	need(s.Placement.EgressIsolation.MetaKey != "", "placement.egress_isolation.meta_key")
 	need(s.Priority.Default > 0 && s.Priority.Default < s.Priority.Ceiling, "priority.default below priority.ceiling")
 	need(s.Sandbox.DefaultCPUMHz > 0 && s.Sandbox.DefaultMemoryMB > 0, "sandbox.default_cpu_mhz, sandbox.default_memory_mb")
+	need(len(s.Sandbox.States.Live) > 0 && len(s.Sandbox.States.Terminal) > 0, "sandbox.states.live, sandbox.states.terminal")
 	need(s.Lifetime.DefaultTTLSeconds > 0 && s.Lifetime.CeilingSeconds >= s.Lifetime.DefaultTTLSeconds, "lifetime.default_ttl_seconds within lifetime.ceiling_seconds")
 	need(s.Exec.DefaultTimeoutSeconds > 0 && s.Exec.MaxTimeoutSeconds >= s.Exec.DefaultTimeoutSeconds, "exec.default_timeout_seconds within exec.max_timeout_seconds")
 	need(s.Exec.MaxOutputBytes > 0, "exec.max_output_bytes")

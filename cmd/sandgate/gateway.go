@@ -38,6 +38,7 @@ type gatewayOptions struct {
 	ReaperInterval    time.Duration
 	ReconcileInterval time.Duration
 	ReclaimInterval   time.Duration
+	Retention         time.Duration
 	DecisionLogBytes  int64
 	DecisionLogKeep   int
 	// Nodes are enrolled (or re-enrolled) at start.
@@ -131,7 +132,7 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 	srv, err = gateway.New(gateway.Config{
 		Engine: engine, Store: parts.store, Nomad: nc, Tokens: iss, Decisions: parts.audit,
 		Logger: log, ReaperInterval: o.ReaperInterval, ReconcileInterval: o.ReconcileInterval,
-		ReclaimInterval: o.ReclaimInterval, Namespace: ncfg.Namespace,
+		ReclaimInterval: o.ReclaimInterval, Retention: o.Retention, Namespace: ncfg.Namespace,
 		Simulated: o.Simulated, Version: version,
 	})
 	if err != nil {
@@ -161,7 +162,8 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", o.Listen, err)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		MaxHeaderBytes: gateway.ServerHeaderLimit(gateway.DefaultMaxHeaderBytes)}
 	if o.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
 		if err != nil {

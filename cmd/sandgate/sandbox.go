@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -58,26 +59,66 @@ func printSandbox(w io.Writer, a *apiFlags, s client.Sandbox) error {
 }
 
 func newSandboxListCmd(a *apiFlags) *cobra.Command {
-	var all bool
+	var (
+		q      client.ListQuery
+		labels []string
+	)
 	cmd := &cobra.Command{
-		Use:   "list [--all]",
+		Use:   "list [--all] [--state S,...] [--label K=V] [--node N] [--principal P] [--limit N [--cursor C]]",
 		Short: "List live sandboxes (agents: their own); --all includes ended and failed ones",
-		Args:  cobra.NoArgs,
+		Long: "List sandboxes, every page unless --limit or --cursor asks for one page (its next cursor is\n" +
+			"printed last, or returned as next_cursor with -o json).",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			list, err := c.ListSandboxes(cmd.Context(), all)
+			for _, kv := range labels {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok {
+					return fmt.Errorf("--label %q: want KEY=VALUE", kv)
+				}
+				if q.Labels == nil {
+					q.Labels = map[string]string{}
+				}
+				q.Labels[k] = v
+			}
+			onePage := q.Limit > 0 || q.Cursor != ""
+			var page client.SandboxPage
+			if onePage {
+				page, err = c.ListSandboxPage(cmd.Context(), q)
+			} else {
+				q.Limit = 1000
+				for {
+					var p client.SandboxPage
+					if p, err = c.ListSandboxPage(cmd.Context(), q); err != nil {
+						break
+					}
+					page.Sandboxes = append(page.Sandboxes, p.Sandboxes...)
+					if p.NextCursor == "" {
+						break
+					}
+					q.Cursor = p.NextCursor
+				}
+			}
 			if err != nil {
 				return apiError(a, err)
 			}
 			w := cmd.OutOrStdout()
+			list := page.Sandboxes
+			if list == nil {
+				list = []client.Sandbox{}
+			}
 			if a.json() {
-				return printJSON(w, map[string]any{"sandboxes": list})
+				out := map[string]any{"sandboxes": list}
+				if page.NextCursor != "" {
+					out["next_cursor"] = page.NextCursor
+				}
+				return printJSON(w, out)
 			}
 			if len(list) == 0 {
-				if all {
+				if q.All || len(q.States) > 0 {
 					fmt.Fprintln(w, "no sandboxes")
 				} else {
 					fmt.Fprintln(w, "no live sandboxes (--all includes ended and failed ones)")
@@ -88,10 +129,23 @@ func newSandboxListCmd(a *apiFlags) *cobra.Command {
 			for _, s := range list {
 				t.row(s.ID, s.State, s.Node, s.Profile, s.Network, s.Image, s.Principal, s.CreatedAt, s.ExpiresAt, labelsText(s.Labels))
 			}
-			return t.flush()
+			if err := t.flush(); err != nil {
+				return err
+			}
+			if page.NextCursor != "" {
+				fmt.Fprintf(w, "more: --cursor %s\n", page.NextCursor)
+			}
+			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&all, "all", false, "include ended and failed sandboxes")
+	f := cmd.Flags()
+	f.BoolVar(&q.All, "all", false, "include ended and failed sandboxes")
+	f.StringSliceVar(&q.States, "state", nil, "only these states (starting, running, failed, ended)")
+	f.StringArrayVar(&labels, "label", nil, "only sandboxes with this label (KEY=VALUE; repeatable, all must match)")
+	f.StringVar(&q.Node, "node", "", "only sandboxes on this node")
+	f.StringVar(&q.Principal, "principal", "", "only this principal's sandboxes (operators), e.g. agent:ci")
+	f.IntVar(&q.Limit, "limit", 0, "one page of at most N sandboxes (1-1000)")
+	f.StringVar(&q.Cursor, "cursor", "", "the page after this cursor")
 	return cmd
 }
 

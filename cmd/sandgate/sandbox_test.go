@@ -110,7 +110,7 @@ func TestTheSandboxCommandsDriveOneSandboxFromCreateToDestroy(t *testing.T) {
 	}
 	// exec in an ended sandbox is refused (T3): a 410, which exits 1, not 3
 	code, _, stderr = g.cli(t, op, "sandbox", "exec", id, "--", "true")
-	if code != exitError || !strings.HasPrefix(stderr, "sandgate: 410 sandbox_expired: ") || !strings.Contains(stderr, "\nrules: T3\n") {
+	if code != exitError || !strings.HasPrefix(stderr, "sandgate: 410 sandbox_ended: ") || !strings.Contains(stderr, "\nrules: T3\n") {
 		t.Fatalf("exec after destroy: exit %d %s", code, stderr)
 	}
 }

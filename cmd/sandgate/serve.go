@@ -56,6 +56,10 @@ type serveConfig struct {
 	ReconcileInterval duration `json:"reconcile_interval"`
 	// ReclaimInterval is the usage monitor's period (R2, R3; default "30s").
 	ReclaimInterval duration `json:"reclaim_interval"`
+	// Retention is how long ended and failed sandbox records are kept
+	// after they end (default "168h"; "-1s" keeps them forever). The
+	// decision log keeps the audit trail of pruned sandboxes.
+	Retention duration `json:"retention"`
 	// DecisionLog rotation: size in bytes and rotated files kept.
 	DecisionLog struct {
 		MaxBytes int64 `json:"max_bytes"`
@@ -133,7 +137,7 @@ func loadServeConfig(path string) (gatewayOptions, error) {
 		SigningKeyFile: c.SigningKeyFile, Issuer: c.TokenIssuer, Audience: c.TokenAudience,
 		PolicyDir: c.PolicyDir, Nomad: nc,
 		ReaperInterval: time.Duration(c.ReaperInterval), ReconcileInterval: time.Duration(c.ReconcileInterval),
-		ReclaimInterval:  time.Duration(c.ReclaimInterval),
+		ReclaimInterval: time.Duration(c.ReclaimInterval), Retention: time.Duration(c.Retention),
 		DecisionLogBytes: c.DecisionLog.MaxBytes, DecisionLogKeep: c.DecisionLog.Keep,
 	}
 	for _, n := range c.Nodes {

@@ -23,7 +23,7 @@ func TestTheTokenCommandsMintListAndRevoke(t *testing.T) {
 
 	// the agent's sandboxes are owned by its subject
 	code, out, stderr = g.cli(t, agent, "sandbox", "create", "-o", "json")
-	if s := decodeJSON[client.Sandbox](t, mustOK(t, code, out, stderr)); s.Principal != "ci-agent" {
+	if s := decodeJSON[client.Sandbox](t, mustOK(t, code, out, stderr)); s.Principal != "agent:ci-agent" {
 		t.Fatalf("created as %q", s.Principal)
 	}
 

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Entry is one decision.
@@ -29,8 +30,12 @@ type Entry struct {
 	Principal  string `json:"principal,omitempty"`
 	Method     string `json:"method,omitempty"`
 	Route      string `json:"route,omitempty"`
-	RequestID  string `json:"request_id,omitempty"`
-	SandboxID  string `json:"sandbox_id,omitempty"`
+	// RequestID is the gateway's own id of the request.
+	RequestID string `json:"request_id,omitempty"`
+	// ClientRequestID is the caller's X-Request-Id when it was well-formed:
+	// a claim by the caller, never the gateway's id.
+	ClientRequestID string `json:"client_request_id,omitempty"`
+	SandboxID       string `json:"sandbox_id,omitempty"`
 	// Action is what a lifecycle decision was about: "<action> <reason> <job>".
 	Action string `json:"action,omitempty"`
 	// Error is set when the engine failed (the request was refused).
@@ -94,14 +99,10 @@ func (l *Log) open() error {
 // Write appends one entry. An error means the entry was not recorded; the
 // caller must refuse the request it was deciding.
 func (l *Log) Write(e Entry) error {
-	if e.RuleIDs == nil {
-		e.RuleIDs = []string{}
-	}
-	line, err := json.Marshal(e)
+	line, err := e.line()
 	if err != nil {
-		return fmt.Errorf("audit: marshal: %w", err)
+		return err
 	}
-	line = append(line, '\n')
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f == nil {
@@ -118,6 +119,78 @@ func (l *Log) Write(e Entry) error {
 		return fmt.Errorf("audit: write: %w", err)
 	}
 	return nil
+}
+
+// Bounds of one entry: whatever a request carries, its line stays under
+// MaxLineBytes, so no single request can flush the retained log.
+const (
+	// MaxFieldBytes bounds every identifying field (ids, principal,
+	// method, route, sandbox id).
+	MaxFieldBytes = 128
+	// MaxTextBytes bounds the free-text fields (action, error).
+	MaxTextBytes = 1024
+	// MaxRuleIDs bounds how many rule ids one entry lists.
+	MaxRuleIDs = 32
+	// MaxLineBytes is the most one entry can take in the file.
+	MaxLineBytes = 8 << 10
+)
+
+// Bounded returns e with every field cut to its bound: a cut field ends
+// with "...(+N bytes)" so a reader sees it was cut and by how much.
+func (e Entry) Bounded() Entry {
+	for _, f := range []*string{&e.DecisionID, &e.Entrypoint, &e.Revision, &e.InputSHA, &e.Principal,
+		&e.Method, &e.Route, &e.RequestID, &e.ClientRequestID, &e.SandboxID} {
+		*f = Truncate(*f, MaxFieldBytes)
+	}
+	e.Action = Truncate(e.Action, MaxTextBytes)
+	e.Error = Truncate(e.Error, MaxTextBytes)
+	ids := make([]string, 0, min(len(e.RuleIDs), MaxRuleIDs))
+	for i, r := range e.RuleIDs {
+		if i == MaxRuleIDs {
+			ids = append(ids, fmt.Sprintf("...(+%d rule ids)", len(e.RuleIDs)-MaxRuleIDs))
+			break
+		}
+		ids = append(ids, Truncate(r, 32))
+	}
+	e.RuleIDs = ids
+	return e
+}
+
+// line is the entry's JSON line, within MaxLineBytes: JSON escaping can
+// grow a bounded field up to six times, so the text bounds shrink until
+// the line fits.
+func (e Entry) line() ([]byte, error) {
+	b := e.Bounded()
+	for field, text := MaxFieldBytes, MaxTextBytes; ; field, text = field/2, text/4 {
+		line, err := json.Marshal(b)
+		if err != nil {
+			return nil, fmt.Errorf("audit: marshal: %w", err)
+		}
+		if len(line) < MaxLineBytes || field < 8 {
+			return append(line, '\n'), nil
+		}
+		for _, f := range []*string{&b.Principal, &b.Method, &b.Route, &b.ClientRequestID, &b.SandboxID} {
+			*f = Truncate(*f, field)
+		}
+		b.Action, b.Error = Truncate(b.Action, text), Truncate(b.Error, text)
+	}
+}
+
+// Truncate cuts s to at most max bytes (on a UTF-8 boundary), marking the
+// cut; shorter strings are returned as they are.
+func Truncate(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	mark := fmt.Sprintf("...(+%d bytes)", len(s))
+	keep := max - len(mark)
+	if keep < 0 {
+		keep = 0
+	}
+	for keep > 0 && !utf8.RuneStart(s[keep]) {
+		keep--
+	}
+	return s[:keep] + fmt.Sprintf("...(+%d bytes)", len(s)-keep)
 }
 
 // rotate shifts decisions.jsonl.N-1 to .N, the live file to .1, and opens

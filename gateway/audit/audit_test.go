@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func readLines(t *testing.T, path string) []Entry {
@@ -107,5 +108,59 @@ func TestOpenRefusesAnEmptyPath(t *testing.T) {
 	t.Parallel()
 	if _, err := Open(Config{}); err == nil {
 		t.Fatal("Open accepted an empty path")
+	}
+}
+
+// A request can put megabytes into the fields of its entry (a path id, an
+// engine error quoting input); no line may carry them into the file.
+func TestOneEntryCannotFloodTheLog(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "decisions.jsonl")
+	l, err := Open(Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := strings.Repeat("x", 1<<20)
+	controls := strings.Repeat("\x00\x01\"\\", 1<<18) // JSON escapes each to up to 6 bytes
+	rules := make([]string, 1000)
+	for i := range rules {
+		rules[i] = strings.Repeat("R", 100)
+	}
+	entries := []Entry{
+		{DecisionID: "d1", SandboxID: huge, Method: huge, Route: huge, Principal: huge, ClientRequestID: huge, Error: huge, Action: huge, RuleIDs: rules},
+		{DecisionID: "d2", SandboxID: controls, Method: controls, Route: controls, Principal: controls, ClientRequestID: controls, Error: controls, Action: controls},
+		{DecisionID: "d3", SandboxID: strings.Repeat("é", 1000)},
+	}
+	for _, e := range entries {
+		if err := l.Write(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+	if len(lines) != len(entries) {
+		t.Fatalf("%d lines, want %d", len(lines), len(entries))
+	}
+	for i, line := range lines {
+		if len(line) >= MaxLineBytes {
+			t.Errorf("entry %d: a line of %d bytes, bound %d", i, len(line), MaxLineBytes)
+		}
+	}
+	got := readLines(t, path)
+	kept, _, _ := strings.Cut(got[0].SandboxID, "...(+")
+	if len(got[0].SandboxID) > MaxFieldBytes || !strings.HasSuffix(got[0].SandboxID, fmt.Sprintf("...(+%d bytes)", len(huge)-len(kept))) {
+		t.Errorf("a cut field must say how much was cut: %q", got[0].SandboxID)
+	}
+	if len(got[0].RuleIDs) != MaxRuleIDs+1 || !strings.Contains(got[0].RuleIDs[MaxRuleIDs], "+968 rule ids") {
+		t.Errorf("rule ids: %d kept, last %q", len(got[0].RuleIDs), got[0].RuleIDs[len(got[0].RuleIDs)-1])
+	}
+	if !utf8.ValidString(got[2].SandboxID) || !strings.HasPrefix(got[2].SandboxID, "éé") {
+		t.Errorf("a multi-byte field is cut on a rune boundary: %q", got[2].SandboxID)
 	}
 }

@@ -85,12 +85,12 @@ func TestEveryMethodSpeaksTheDocumentedShape(t *testing.T) {
 				s := v.(Sandbox)
 				return s.Token == "eyJ.s" && s.CPUMHz == 500 && s.Labels["task"] == "demo"
 			}},
-		{name: "a list of live sandboxes sends no query", status: 200, answer: `{"sandboxes":[` + sandboxJSON + `}]}`,
-			wantMethod: "GET", wantPath: "/v1/sandboxes",
+		{name: "a list of live sandboxes asks for big pages", status: 200, answer: `{"sandboxes":[` + sandboxJSON + `}]}`,
+			wantMethod: "GET", wantPath: "/v1/sandboxes", wantQuery: "limit=1000",
 			call:  func(ctx context.Context, c *Client) (any, error) { return c.ListSandboxes(ctx, false) },
 			check: func(v any) bool { l := v.([]Sandbox); return len(l) == 1 && l[0].ID == "k7x2" }},
 		{name: "a list of every sandbox asks for all", status: 200, answer: `{"sandboxes":[]}`,
-			wantMethod: "GET", wantPath: "/v1/sandboxes", wantQuery: "all=true",
+			wantMethod: "GET", wantPath: "/v1/sandboxes", wantQuery: "all=true&limit=1000",
 			call:  func(ctx context.Context, c *Client) (any, error) { return c.ListSandboxes(ctx, true) },
 			check: func(v any) bool { return len(v.([]Sandbox)) == 0 }},
 		{name: "a get escapes the id", status: 200, answer: sandboxJSON + `}`,

@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -22,6 +24,9 @@ const (
 	CodeSandboxNotRunning = "sandbox_not_running"
 	CodeNoEnrolledNode    = "no_enrolled_node"
 	CodeSandboxExpired    = "sandbox_expired"
+	CodeSandboxEnded      = "sandbox_ended"
+	CodeSandboxLost       = "sandbox_lost"
+	CodeHeaderTooLarge    = "header_too_large"
 	CodePayloadTooLarge   = "payload_too_large"
 	CodeBudgetExhausted   = "budget_exhausted"
 	CodeNomadUnavailable  = "nomad_unavailable"
@@ -54,6 +59,9 @@ type Problem struct {
 	Violations []Violation `json:"violations,omitempty"`
 	DecisionID string      `json:"decision_id,omitempty"`
 	RequestID  string      `json:"request_id,omitempty"`
+	// EndReason and EndedAt say why and when a sandbox ended (410 sandbox_ended).
+	EndReason string     `json:"end_reason,omitempty"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
 	// RetryAfter is the answer's Retry-After header (429, 503); zero when absent.
 	RetryAfter time.Duration `json:"-"`
 }
@@ -119,9 +127,9 @@ func excerpt(b []byte) string {
 	}
 	s := strings.Map(func(r rune) rune {
 		switch {
-		case r == utf8.RuneError, r == '\n', r == '\r', r == '\t':
+		case r == utf8.RuneError, unicode.IsSpace(r):
 			return ' '
-		case r < ' ', r == 0x7f:
+		case !unicode.IsPrint(r): // C0 and C1 controls (ESC, CSI), bidi overrides
 			return -1
 		}
 		return r
@@ -130,13 +138,18 @@ func excerpt(b []byte) string {
 }
 
 // retryAfter reads delay-seconds or an HTTP date; zero when absent or bad.
+// A delay longer than a Duration holds is the longest Duration, never a
+// wrapped one.
 func retryAfter(v string, now time.Time) time.Duration {
 	if v == "" {
 		return 0
 	}
 	if n, err := strconv.Atoi(v); err == nil {
-		if n < 0 {
+		switch {
+		case n < 0:
 			return 0
+		case int64(n) > math.MaxInt64/int64(time.Second):
+			return math.MaxInt64
 		}
 		return time.Duration(n) * time.Second
 	}

@@ -7,7 +7,9 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -42,20 +44,85 @@ func (c *Client) CreateSandbox(ctx context.Context, req CreateRequest) (Sandbox,
 	return out, err
 }
 
-// ListSandboxes is GET /v1/sandboxes: live sandboxes, and with all the
-// ended and failed ones too. Agents see their own only.
+// ListSandboxes is GET /v1/sandboxes, every page: the live sandboxes the
+// token may see (an agent its own), or every one, ended and failed
+// included, with all. Use ListSandboxPage for one page at a time.
 func (c *Client) ListSandboxes(ctx context.Context, all bool) ([]Sandbox, error) {
-	var out struct {
-		Sandboxes []Sandbox `json:"sandboxes"`
+	var out []Sandbox
+	q := ListQuery{All: all, Limit: 1000}
+	for {
+		page, err := c.ListSandboxPage(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Sandboxes...)
+		if page.NextCursor == "" {
+			return out, nil
+		}
+		q.Cursor = page.NextCursor
+	}
+}
+
+// ListQuery filters and pages GET /v1/sandboxes; zero fields are left out.
+type ListQuery struct {
+	// All includes ended and failed sandboxes (States overrides it).
+	All bool
+	// States, e.g. ["failed"]; empty means live ones (all with All).
+	States []string
+	// Principal ("agent:ci"): operators only; an agent sees its own.
+	Principal string
+	Node      string
+	// Labels must all match.
+	Labels map[string]string
+	// Limit is the page size (1-1000; the gateway's default is 100).
+	Limit int
+	// Cursor is the previous page's NextCursor.
+	Cursor string
+}
+
+// SandboxPage is one page of GET /v1/sandboxes.
+type SandboxPage struct {
+	Sandboxes []Sandbox `json:"sandboxes"`
+	// NextCursor reads the next page; empty on the last one.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// ListSandboxPage is GET /v1/sandboxes for one page.
+func (c *Client) ListSandboxPage(ctx context.Context, q ListQuery) (SandboxPage, error) {
+	var out SandboxPage
+	v := url.Values{}
+	if q.All {
+		v.Set("all", "true")
+	}
+	if len(q.States) > 0 {
+		v.Set("state", strings.Join(q.States, ","))
+	}
+	if q.Principal != "" {
+		v.Set("principal", q.Principal)
+	}
+	if q.Node != "" {
+		v.Set("node", q.Node)
+	}
+	keys := make([]string, 0, len(q.Labels))
+	for k := range q.Labels {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v.Add("label", k+"="+q.Labels[k])
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.Cursor != "" {
+		v.Set("cursor", q.Cursor)
 	}
 	r := request{method: http.MethodGet, path: "/v1/sandboxes", out: &out}
-	if all {
-		r.query = url.Values{"all": {"true"}}
+	if len(v) > 0 {
+		r.query = v
 	}
-	if err := c.do(ctx, r); err != nil {
-		return nil, err
-	}
-	return out.Sandboxes, nil
+	err := c.do(ctx, r)
+	return out, err
 }
 
 // GetSandbox is GET /v1/sandboxes/{id}. An unknown id is a *Problem with

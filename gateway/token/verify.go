@@ -1,6 +1,8 @@
 package token
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"strings"
 	"time"
@@ -33,7 +35,37 @@ func (i *Issuer) Verify(raw string) (Claims, error) {
 	if err := checkClaims(&c); err != nil {
 		return Claims{}, err
 	}
+	if err := numericTimes(raw); err != nil {
+		return Claims{}, err
+	}
 	return c, nil
+}
+
+// numericTimes refuses a payload whose exp, nbf or iat is not a JSON number
+// (RFC 7519 NumericDate). golang-jwt also reads a numeric string such as
+// "9999999999"; sandgate never mints one, and a token keeps one accepted
+// spelling. raw has been parsed and verified, so its payload decodes.
+func numericTimes(raw string) error {
+	_, rest, _ := strings.Cut(raw, ".")
+	payload, _, _ := strings.Cut(rest, ".")
+	b, err := base64.RawURLEncoding.DecodeString(payload)
+	if err != nil {
+		return verifyErr(ErrMalformed, "bad base64 or JSON")
+	}
+	var claims map[string]json.RawMessage
+	if err := json.Unmarshal(b, &claims); err != nil {
+		return verifyErr(ErrMalformed, "bad base64 or JSON")
+	}
+	for _, name := range []string{"exp", "nbf", "iat"} {
+		v, ok := claims[name]
+		if !ok {
+			continue
+		}
+		if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
+			return verifyErr(ErrInvalid, "claim "+name+" is not a number")
+		}
+	}
+	return nil
 }
 
 // wellFormed refuses input before any decoding: too large, or holding a byte

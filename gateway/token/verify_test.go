@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +102,10 @@ func TestVerifyRefuses(t *testing.T) {
 		{"non-ASCII bytes", literal("ey\u00e9.ey.sig"), time.Time{}, ErrMalformed},
 		{"a header that is not JSON", literal(enc([]byte("{nope")) + "." + seg[1] + "." + seg[2]), time.Time{}, ErrMalformed},
 		{"a claim of the wrong type", mutated(func(c jwt.MapClaims) { c["exp"] = "tomorrow" }), time.Time{}, ErrMalformed},
+		// golang-jwt reads a numeric string as a NumericDate; sandgate does not.
+		{"exp as a numeric string", mutated(func(c jwt.MapClaims) { c["exp"] = "9999999999" }), time.Time{}, ErrInvalid},
+		{"nbf as a numeric string", mutated(func(c jwt.MapClaims) { c["nbf"] = fmt.Sprint(testNow.Unix() - 60) }), time.Time{}, ErrInvalid},
+		{"iat as a numeric string", mutated(func(c jwt.MapClaims) { c["iat"] = fmt.Sprint(testNow.Unix() - 60) }), time.Time{}, ErrInvalid},
 		{"more than 8 KiB of garbage", literal(strings.Repeat("a", MaxTokenSize+1)), time.Time{}, ErrMalformed},
 		{"a properly signed token over 8 KiB", mutated(func(c jwt.MapClaims) {
 			c["label"] = strings.Repeat("x", MaxTokenSize)

@@ -33,17 +33,17 @@ sandbox := {
 
 tokens := {
 	"operator": {
-		"role": "operator", "sub": "operator:alice",
+		"role": "operator", "sub": "alice",
 		"scopes": cfg.roles.operator.scopes,
 		"exp": now + 3600, "jti": "01JOPERATOR", "active": true,
 	},
 	"agent": {
-		"role": "agent", "sub": "agent:ci",
+		"role": "agent", "sub": "ci",
 		"scopes": cfg.roles.agent.scopes,
 		"exp": now + 3600, "jti": "01JAGENT", "active": true,
 	},
 	"session": {
-		"role": "session", "sub": concat("", ["session:", sid]),
+		"role": "session", "sub": sid,
 		"scopes": cfg.roles.session.scopes, "sandbox_id": sid,
 		"exp": now + 3600, "jti": "01JSESSION", "active": true,
 	},

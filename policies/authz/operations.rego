@@ -47,9 +47,11 @@ _mint_errors contains "mint: label must be a string of at most 128 bytes" if {
 	not _label_ok
 }
 
+# count() of a string counts characters; the bound is in bytes, which
+# hex.encode (two digits a byte of the UTF-8) counts.
 _label_ok if {
 	is_string(_body.label)
-	count(_body.label) <= 128
+	count(hex.encode(_body.label)) <= 2 * 128
 }
 
 # METADATA

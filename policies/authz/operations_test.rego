@@ -55,6 +55,12 @@ test_t4_mint_label_too_long_or_mistyped_denied if {
 	ids(mint({"role": "agent", "ttl_seconds": 3600, "label": 7})) == {"T4"}
 }
 
+# Regression (FuzzAuthorizeMint): the bound is 128 bytes, not 128 characters.
+test_t4_mint_label_bound_is_in_bytes if {
+	allowed(mint({"role": "agent", "ttl_seconds": 3600, "label": concat("", [x | some _ in numbers.range(1, 64); x := "é"])}))
+	ids(mint({"role": "agent", "ttl_seconds": 3600, "label": concat("", [x | some _ in numbers.range(1, 65); x := "é"])})) == {"T4"}
+}
+
 test_b3_mint_quota_for_an_operator_denied if {
 	ids(mint({"role": "operator", "ttl_seconds": 3600, "quota": {"max_live_sandboxes": 2}})) == {"B3"}
 }

@@ -40,7 +40,13 @@ _exec_body_ok if {
 	not startswith(_argv[0], "-")
 	joined := concat("", _argv)
 	not contains(joined, "\u0000")
-	count(joined) * 4 <= _cfg.exec.max_argv_bytes
+	env_bytes := object.get(_body, "env_bytes", 0)
+	is_number(env_bytes)
+	floor(env_bytes) == env_bytes
+	env_bytes >= 0
+	workdir := object.get(_body, "workdir", "")
+	is_string(workdir)
+	((count(joined) + count(workdir)) * 4) + env_bytes <= _cfg.exec.max_vector_bytes
 	timeout := object.get(_body, "timeout_seconds", _cfg.exec.default_timeout_seconds)
 	is_number(timeout)
 	floor(timeout) == timeout
@@ -89,9 +95,19 @@ _e1_errors contains sprintf("exec: argv has more than %v elements", [_limit("exe
 	not _argc_ok
 }
 
-_e1_errors contains sprintf("exec: argv is larger than %v bytes", [_limit("exec", "max_argv_bytes")]) if {
-	_argv_all_strings
-	not _argv_bytes_ok
+_e1_errors contains sprintf("exec: argv, env and workdir together are %v bytes, more than %v", [_vector_bytes, _limit("exec", "max_vector_bytes")]) if {
+	_vector_parts_ok
+	not _vector_bytes <= _cfg.exec.max_vector_bytes
+}
+
+_e1_errors contains "exec: env_bytes must be a non-negative integer" if {
+	_body.env_bytes != null
+	not _env_bytes_ok
+}
+
+_e1_errors contains "exec: workdir must be a string" if {
+	_body.workdir != null
+	not is_string(_body.workdir)
 }
 
 _e1_errors contains sprintf("exec: stdin_bytes must be an integer in [0, %v]", [_limit("exec", "max_stdin_bytes")]) if {
@@ -125,12 +141,24 @@ _argv_joined := concat("", _argv) if _argv_all_strings
 
 _argc_ok if count(_argv) <= _cfg.exec.max_args
 
-# Total UTF-8 bytes of argv (not characters). A character is at most 4 bytes,
-# so the rune count settles the common case; hex.encode (which works on the
-# bytes) gives the exact size otherwise.
-_argv_bytes_ok if count(_argv_joined) * 4 <= _cfg.exec.max_argv_bytes
+# The vector the gateway hands to Nomad carries argv, the environment entries
+# (NAME=value, counted by the gateway as env_bytes) and the workdir; E1 bounds
+# their UTF-8 bytes together (not characters: hex.encode works on the bytes).
+# A part that is absent, null or malformed counts as empty here (a malformed
+# one has its own message), so the bound never lapses.
+_vector_parts_ok if _argv_all_strings
 
-_argv_bytes_ok if count(hex.encode(_argv_joined)) <= 2 * _cfg.exec.max_argv_bytes
+_workdir := _body.workdir if {
+	is_string(_body.workdir)
+} else := ""
+
+_env_bytes := _body.env_bytes if {
+	_env_bytes_ok
+} else := 0
+
+_env_bytes_ok if _int_in(_body.env_bytes, 0, 1e18)
+
+_vector_bytes := ((count(hex.encode(_argv_joined)) + count(hex.encode(_workdir))) / 2) + _env_bytes
 
 _stdin_ok if _int_in(_body.stdin_bytes, 0, _cfg.exec.max_stdin_bytes)
 
@@ -147,9 +175,13 @@ _env_ok if _int_in(_body.env_count, 0, _cfg.exec.max_env)
 #   it differently), has an argv[0] that is empty or starts with "-" (an option
 #   in program position smuggles flags into the exec wrapper), contains a NUL
 #   byte (C consumers would truncate there, so what runs would differ from what
-#   was authorized), has more than exec.max_args elements or more than
-#   exec.max_argv_bytes UTF-8 bytes in total; or when body.stdin_bytes is
-#   present but not an integer in [0, exec.max_stdin_bytes].
+#   was authorized), or has more than exec.max_args elements. Refuses when
+#   everything the caller puts in the vector the gateway sends to Nomad (argv,
+#   the environment entries NAME=value counted by the gateway as
+#   body.env_bytes, and body.workdir) is more than exec.max_vector_bytes UTF-8
+#   bytes together, or when env_bytes is not a non-negative integer or workdir
+#   not a string; and when body.stdin_bytes is present but not an integer in
+#   [0, exec.max_stdin_bytes].
 # custom:
 #   id: E1
 #   severity: high

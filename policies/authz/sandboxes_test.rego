@@ -87,18 +87,45 @@ test_e1_too_many_args if {
 }
 
 test_e1_argv_at_max_bytes_allowed if {
-	allowed(exec_with({"argv": ["echo", repeat("a", cfg.exec.max_argv_bytes - 4)]}))
+	allowed(exec_with({"argv": ["echo", repeat("a", cfg.exec.max_vector_bytes - 4)]}))
 }
 
 test_e1_too_many_bytes if {
-	ids(exec_with({"argv": ["echo", repeat("a", cfg.exec.max_argv_bytes - 3)]})) == {"E1"}
+	ids(exec_with({"argv": ["echo", repeat("a", cfg.exec.max_vector_bytes - 3)]})) == {"E1"}
 }
 
 test_e1_bytes_are_utf8_bytes_not_characters if {
 	# "é" is 2 bytes: half as many characters as the byte limit overflow it.
-	half := cfg.exec.max_argv_bytes / 2
+	half := cfg.exec.max_vector_bytes / 2
 	ids(exec_with({"argv": ["echo", repeat("é", half)]})) == {"E1"}
 	allowed(exec_with({"argv": ["echo", repeat("é", half - 2)]}))
+}
+
+# E1 bounds everything the caller puts in the vector sent to Nomad: argv, the
+# environment entries and the workdir together.
+test_e1_env_counts_toward_the_vector if {
+	allowed(exec_with({"argv": ["env"], "env_count": 50, "env_bytes": cfg.exec.max_vector_bytes - 3}))
+	ids(exec_with({"argv": ["env"], "env_count": 50, "env_bytes": cfg.exec.max_vector_bytes - 2})) == {"E1"}
+
+	# 50 values of 12,000 bytes
+	ids(exec_with({"argv": ["env"], "env_count": 50, "env_bytes": 50 * 12006})) == {"E1"}
+}
+
+test_e1_workdir_counts_toward_the_vector if {
+	dir := concat("", ["/", repeat("d", 999)])
+	allowed(exec_with({"argv": ["pwd"], "workdir": dir, "env_bytes": cfg.exec.max_vector_bytes - 1003}))
+	ids(exec_with({"argv": ["pwd"], "workdir": dir, "env_bytes": cfg.exec.max_vector_bytes - 1002})) == {"E1"}
+	ids(exec_with({"argv": ["pwd"], "workdir": concat("", ["/", repeat("é", cfg.exec.max_vector_bytes / 2)])})) == {"E1"}
+}
+
+test_e1_a_null_or_malformed_part_never_lifts_the_bound if {
+	big := repeat("a", cfg.exec.max_vector_bytes)
+	ids(exec_with({"argv": ["echo", big], "workdir": null})) == {"E1"}
+	ids(exec_with({"argv": ["echo", big], "env_bytes": null})) == {"E1"}
+	ids(exec_with({"argv": ["echo", big], "env_bytes": "x"})) == {"E1"}
+	ids(exec_with({"argv": ["true"], "env_bytes": -1})) == {"E1"}
+	ids(exec_with({"argv": ["true"], "env_bytes": 1.5})) == {"E1"}
+	ids(exec_with({"argv": ["true"], "workdir": 42})) == {"E1"}
 }
 
 test_e1_stdin_bytes_bounds if {

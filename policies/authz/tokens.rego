@@ -1,8 +1,15 @@
 # Token rules T1-T4: what a token is, what it may call, for how long.
 package sandgate.authz
 
-# Sandbox states after which a sandbox does no more work.
-_ended_states := {"ended", "expired"}
+# The store's sandbox states that hold budget and may run work
+# (sandbox.states.live: starting, running). Every other state, the store's
+# terminal ones (failed, ended) and any name the policy does not know, is not
+# live: a positive list fails closed.
+_live_states := {s | some s in _cfg.sandbox.states.live}
+
+# The caller's principal: role and subject together, as the store records a
+# sandbox's owner ("agent:ci"). Two tokens of different roles never share it.
+_token_principal := concat(":", [input.token.role, input.token.sub])
 
 # Actions an operator or agent may still perform on a sandbox that has expired
 # or ended but has not been reaped yet: look at it, read its logs, destroy it.
@@ -65,7 +72,7 @@ _target_owned if {
 _target_owned if {
 	_has_sandbox
 	_is_agent
-	input.token.sub == _sandbox.principal
+	_token_principal == _sandbox.principal
 }
 
 _target_owned if {
@@ -120,7 +127,7 @@ _scope_granted if _route.scope in _cfg.roles[input.token.role].scopes
 
 _session_owns if input.token.sandbox_id == _params.id
 
-_agent_owns if input.token.sub == _sandbox.principal
+_agent_owns if _token_principal == _sandbox.principal
 
 # Never empty when the fast path fails, so T2 always fires then.
 _t2_messages := _t2_errors if {
@@ -140,12 +147,15 @@ _t2_messages := _t2_errors if {
 #   scopes in policy data do not grant the route's scope (defence against drift
 #   in the route table). On a sandbox route it also refuses when the target
 #   record is absent, for every role, since ownership, expiry, ceiling and job
-#   name cannot be checked on a record that was not seen (session and agent
-#   callers get the same refusal as for a sandbox they do not own: no
-#   existence oracle; for operators the gateway answers 404); a session token
+#   name cannot be checked on a record that was not seen (the gateway
+#   answers 404 for every role: sandbox ids carry 80 random bits, so telling
+#   a missing sandbox from another principal's reveals nothing usable); a
+#   session token
 #   whose sandbox_id is not the route's :id (never another sandbox); an agent
-#   token whose sub is not the record's principal (agents touch only the
-#   sandboxes they created). Operators are not restricted by ownership.
+#   token whose principal ("agent:" + sub: role and subject together) is not
+#   the record's principal (agents touch only the sandboxes they created, and
+#   an agent token minted with an operator's subject owns none of the
+#   operator's). Operators are not restricted by ownership.
 # custom:
 #   id: T2
 #   severity: critical
@@ -165,13 +175,13 @@ _token_unexpired if {
 	input.now < input.token.exp
 }
 
-# The target sandbox is before its expiry and its ceiling, and not ended.
+# The target sandbox is before its expiry and its ceiling, and in a live state.
 # INPUT guarantees now, expires_at, ceiling_at are numbers and state a string
 # whenever a record is given; anything missing makes this false, so T3 fires.
 _sandbox_live if {
 	input.now < _sandbox.expires_at
 	input.now < _sandbox.ceiling_at
-	not _sandbox.state in _ended_states
+	_sandbox.state in _live_states
 }
 
 # METADATA
@@ -191,7 +201,9 @@ violations contains {"rule": "T3", "msg": "token has expired or has no exp"} if 
 # title: Nothing runs on an expired sandbox; session tokens die with it
 # description: >-
 #   On a sandbox route whose record has expired (now >= expires_at or now >=
-#   ceiling_at) or ended (state ended or expired), even if the reaper has not
+#   ceiling_at) or is not live (its state is not in sandbox.states.live, the
+#   store's starting and running: a failed or ended record is refused), even
+#   if the reaper has not
 #   run yet. A session token is refused for every action, including destroy:
 #   it is refused one second past the sandbox's expiry and the reaper cleans
 #   up. Operator and agent tokens may still GET the status, read the logs and

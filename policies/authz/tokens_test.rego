@@ -149,6 +149,28 @@ test_t2_agent_on_someone_elses_sandbox if {
 	}
 }
 
+# Ownership is role and subject together: an agent token minted with the
+# operator's subject owns none of the operator's sandboxes.
+test_t2_agent_with_an_operators_subject_owns_none_of_its_sandboxes if {
+	every key in ["GET /v1/sandboxes/:id", "DELETE /v1/sandboxes/:id", "POST /v1/sandboxes/:id/exec", "GET /v1/sandboxes/:id/logs"] {
+		inp := patch(base(key, "agent"), {
+			"token": object.union(tokens.agent, {"sub": "alice"}),
+			"sandbox": {"principal": "operator:alice"},
+		})
+		ids(inp) == {"T2"}
+	}
+}
+
+test_t2_agent_owns_by_role_and_subject if {
+	allowed(patch(base("GET /v1/sandboxes/:id", "agent"), {
+		"token": object.union(tokens.agent, {"sub": "alice"}),
+		"sandbox": {"principal": "agent:alice"},
+	}))
+
+	# the bare subject is not a principal
+	ids(patch(base("GET /v1/sandboxes/:id", "agent"), {"sandbox": {"principal": "ci"}})) == {"T2"}
+}
+
 test_t2_agent_on_a_missing_sandbox if {
 	ids(json.remove(base("GET /v1/sandboxes/:id", "agent"), ["sandbox"])) == {"T2"}
 }
@@ -265,8 +287,8 @@ test_t3_session_refused_on_ended_sandbox if {
 	ids(patch(base("GET /v1/sandboxes/:id", "session"), {"sandbox": {"state": "ended"}})) == {"T3"}
 }
 
-test_t3_session_refused_on_expired_state if {
-	ids(patch(base("POST /v1/sandboxes/:id/exec", "session"), {"sandbox": {"state": "expired"}})) == {"T3"}
+test_t3_session_refused_on_failed_sandbox if {
+	ids(patch(base("POST /v1/sandboxes/:id/exec", "session"), {"sandbox": {"state": "failed"}})) == {"T3"}
 }
 
 test_t3_session_refused_past_ceiling_even_if_expires_at_is_later if {
@@ -302,6 +324,35 @@ test_t3_exec_on_an_expired_sandbox_refused_for_operator_and_agent if {
 
 test_t3_exec_on_an_ended_sandbox_refused_for_operator if {
 	ids(patch(base("POST /v1/sandboxes/:id/exec", "operator"), {"sandbox": {"state": "ended"}})) == {"T3"}
+}
+
+# A failed start is terminal in the store: nothing runs on it, whoever asks.
+test_t3_exec_and_extend_on_a_failed_sandbox_refused if {
+	every role in ["operator", "agent"] {
+		ids(patch(base("POST /v1/sandboxes/:id/exec", role), {"sandbox": {"state": "failed"}})) == {"T3"}
+	}
+	ids(patch(base("POST /v1/sandboxes/:id/extend", "operator"), {"sandbox": {"state": "failed"}})) == {"T3"}
+}
+
+test_t3_a_failed_sandbox_may_be_inspected_and_destroyed if {
+	every role in ["operator", "agent"] {
+		every key in ["GET /v1/sandboxes/:id", "DELETE /v1/sandboxes/:id", "GET /v1/sandboxes/:id/logs"] {
+			allowed(patch(base(key, role), {"sandbox": {"state": "failed"}}))
+		}
+	}
+}
+
+# A state the policy does not list as live is not live (fail closed).
+test_t3_an_unknown_state_is_not_live if {
+	every state in ["expired", "zombie", "", "RUNNING"] {
+		ids(patch(base("POST /v1/sandboxes/:id/exec", "operator"), {"sandbox": {"state": state}})) == {"T3"}
+	}
+}
+
+test_t3_every_live_state_runs_exec if {
+	every state in cfg.sandbox.states.live {
+		allowed(patch(base("POST /v1/sandboxes/:id/exec", "operator"), {"sandbox": {"state": state}}))
+	}
 }
 
 test_t3_extend_of_an_expired_sandbox_refused if {

@@ -8,7 +8,7 @@ now := 1764410000
 
 record := {
 	"id": "k7x2m9p4q8r5t1v6", "job_id": "sandgate-sbx-k7x2m9p4q8r5t1v6", "state": "running",
-	"principal": "ci", "node": "worker-1",
+	"principal": "agent:ci", "node": "worker-1",
 	"created_at": 1764406000, "expires_at": 1764409600, "ceiling_at": 1764420400,
 }
 

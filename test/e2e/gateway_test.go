@@ -38,6 +38,10 @@ type gwOptions struct {
 	ReclaimInterval   string   // default "2s"
 	// Agents are the subjects of agent tokens minted before the start.
 	Agents []string
+	// Binary runs instead of the suite's sandgate (crash_test.go: the
+	// build with the test hooks); Env is added to its environment.
+	Binary string
+	Env    []string
 }
 
 // gw is one `sandgate serve` process of a test, in its own data dir and
@@ -51,6 +55,8 @@ type gw struct {
 	operator  string
 	agents    map[string]string // subject -> agent token
 	nomad     *api.Client       // scoped to the namespace
+	bin       string            // the binary start runs
+	env       []string          // added to its environment
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -78,7 +84,10 @@ func startGateway(t testing.TB, o gwOptions) *gw {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &gw{t: t, dir: filepath.Join(suite.dir, "gw-"+ns), namespace: ns, nomad: nc}
+	g := &gw{t: t, dir: filepath.Join(suite.dir, "gw-"+ns), namespace: ns, nomad: nc, bin: o.Binary, env: o.Env}
+	if g.bin == "" {
+		g.bin = suite.gateway
+	}
 	if err := os.MkdirAll(g.dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +163,10 @@ func (g *gw) mint(t testing.TB, role, subject string) string {
 
 func (g *gw) start(t testing.TB) {
 	t.Helper()
-	cmd := exec.Command(suite.gateway, "serve", "--config", g.config) //nolint:gosec // G204: the binary the suite built
+	cmd := exec.Command(g.bin, "serve", "--config", g.config) //nolint:gosec // G204: the binary the suite built
+	if len(g.env) > 0 {
+		cmd.Env = append(os.Environ(), g.env...)
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -294,6 +294,10 @@ func execSemantics(t *testing.T, g *gw, sb sandbox) {
 	if res := run(map[string]any{"argv": []string{"/bin/sh", "-c", "echo $PATH"}, "env": map[string]string{"PATH": "/workspace"}}); res.Stdout != "/workspace\n" || res.code() != 0 {
 		t.Errorf("PATH for the command: %+v", res)
 	}
+	// Nothing the caller sends changes how the wrapper runs (E1): tools an
+	// earlier exec planted under the caller's PATH and workdir, named like
+	// everything the wrapper itself calls, are the command's business only.
+	callersPATHCannotReplaceTheWrapper(t, g, sb, run)
 	// Output caps: 64 KiB kept per stream, the totals counted.
 	res = run(map[string]any{"argv": []string{"sh", "-c", "dd if=/dev/zero bs=1024 count=100 2>/dev/null | tr '\\0' a; dd if=/dev/zero bs=1024 count=70 2>/dev/null | tr '\\0' b >&2"}})
 	if !res.StdoutTruncated || !res.StderrTruncated || !res.Truncated || len(res.Stdout) != 65536 || res.StdoutBytes != 100*1024 || res.StderrBytes != 70*1024 {
@@ -315,6 +319,42 @@ func execSemantics(t *testing.T, g *gw, sb sandbox) {
 	if strings.TrimSpace(left) != "" {
 		t.Errorf("processes of the timed-out command still run:\n%s", left)
 	}
+}
+
+func callersPATHCannotReplaceTheWrapper(t *testing.T, g *gw, sb sandbox, run func(map[string]any) execResult) {
+	// A directory the caller can write and execute from: /workspace, or in
+	// the workspace profile any writable place on the root filesystem.
+	dir := strings.TrimSpace(g.sh(t, sb.id, sb.session, `for d in /workspace/bin /var/tmp/bin /root/bin; do
+	mkdir -p "$d" 2>/dev/null || continue
+	printf '#!/bin/sh\necho planted\n' > "$d/probe" 2>/dev/null && chmod +x "$d/probe" && [ "$("$d/probe" 2>/dev/null)" = planted ] && { echo "$d"; break; }
+done`))
+	if dir == "" {
+		if sb.view["profile"] == "workspace" {
+			t.Fatal("the workspace profile offers no writable directory to execute from: the PATH check proves nothing")
+		}
+		t.Log("strict profile: no writable directory can execute a planted tool (noexec tmpfs, read-only root); nothing to replace the wrapper with")
+		return
+	}
+	// Fakes of every tool the wrapper (and the old timeout wrapper) looks up
+	// (the planted probe shows the command does see the caller's PATH):
+	// each exits at once, so a wrapper that used one would fire its
+	// watchdog at once (sleep), never start the command (setsid), or never
+	// signal it (kill, timeout).
+	g.sh(t, sb.id, sb.session, `for f in sleep setsid kill timeout sh env; do printf '#!/bin/sh\nexit 0\n' > "`+dir+`/$f"; chmod +x "`+dir+`/$f"; done`)
+	path := map[string]string{"PATH": dir + ":/usr/bin:/bin"}
+	res := run(map[string]any{"argv": []string{"/bin/sh", "-c", `echo start; /bin/sleep 2; echo done; probe`}, "env": path, "workdir": dir, "timeout_seconds": 20})
+	if res.code() != 0 || res.TimedOut || res.Stdout != "start\ndone\nplanted\n" {
+		t.Errorf("a command under a PATH of planted tools: %+v", res)
+	}
+	start := time.Now()
+	res = run(map[string]any{"argv": []string{"/bin/sleep", "30"}, "env": path, "workdir": dir, "timeout_seconds": 2})
+	if !res.TimedOut || time.Since(start) > 20*time.Second {
+		t.Errorf("the timeout under a PATH of planted tools: %+v after %s", res, time.Since(start))
+	}
+	if left := g.sh(t, sb.id, sb.session, `for p in /proc/[0-9]*; do case "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" in "/bin/sleep 30"*) echo "${p#/proc/}";; esac; done`); strings.TrimSpace(left) != "" {
+		t.Errorf("the timed-out command still runs under a planted PATH: %s", left)
+	}
+	g.sh(t, sb.id, sb.session, "rm -rf "+dir)
 }
 
 func destroy(t *testing.T, g *gw, sb sandbox) {

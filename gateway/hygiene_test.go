@@ -1,0 +1,270 @@
+package gateway_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"sandgate/gateway/token"
+	"sandgate/store"
+)
+
+// doHeaders is h.do with extra request headers and a raw method.
+func (h *harness) doHeaders(method, path, tok string, headers map[string]string) response {
+	h.t.Helper()
+	req, err := http.NewRequest(method, h.url+path, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: data}
+}
+
+// decisionLines reads the harness's decision log.
+func (h *harness) decisionLines() []map[string]any {
+	h.t.Helper()
+	f, err := os.Open(filepath.Join(h.dataDir, "decisions.jsonl"))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 4<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			h.t.Fatalf("decision line %q: %v", sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+var serverRequestID = regexp.MustCompile(`^[0-9a-f]{24}$`)
+
+// The request id is the gateway's: a caller's X-Request-Id never takes its
+// place in the answer or the decision log; a well-formed one is kept beside
+// it as client_request_id, a malformed one is dropped.
+func TestRequestIDsAreTheGatewaysOwn(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	for _, tc := range []struct {
+		name, sent, kept string
+	}{
+		{"well-formed", "trace-42.a:b_c", "trace-42.a:b_c"},
+		{"forged as another request's id", "0123456789abcdef01234567", "0123456789abcdef01234567"},
+		{"too long", strings.Repeat("a", 65), ""},
+		{"with spaces", "a b", ""},
+		{"with a quote", `x"y`, ""},
+		{"none", "", ""},
+	} {
+		before := len(h.decisionLines())
+		r := h.doHeaders(http.MethodGet, "/v1/sandboxes", h.operator, map[string]string{"X-Request-Id": tc.sent})
+		if r.status != http.StatusOK {
+			t.Fatalf("%s: %d %s", tc.name, r.status, r.body)
+		}
+		id := r.header.Get("X-Request-Id")
+		if !serverRequestID.MatchString(id) || id == tc.sent {
+			t.Errorf("%s: X-Request-Id %q, want the gateway's own", tc.name, id)
+		}
+		if got := r.header.Get("X-Client-Request-Id"); got != tc.kept {
+			t.Errorf("%s: X-Client-Request-Id %q, want %q", tc.name, got, tc.kept)
+		}
+		lines := h.decisionLines()
+		if len(lines) != before+1 {
+			t.Fatalf("%s: %d new decision lines, want 1", tc.name, len(lines)-before)
+		}
+		last := lines[len(lines)-1]
+		if last["request_id"] != id {
+			t.Errorf("%s: logged request_id %v, want %s", tc.name, last["request_id"], id)
+		}
+		if got, _ := last["client_request_id"].(string); got != tc.kept {
+			t.Errorf("%s: logged client_request_id %q, want %q", tc.name, got, tc.kept)
+		}
+	}
+	// and a problem carries the gateway's id too
+	r := h.doHeaders(http.MethodGet, "/v1/sandboxes", "", map[string]string{"X-Request-Id": "mine"})
+	if p := r.json(t); p["request_id"] != r.header.Get("X-Request-Id") || p["request_id"] == "mine" {
+		t.Fatalf("problem request_id %v, header %s", p["request_id"], r.header.Get("X-Request-Id"))
+	}
+}
+
+// Oversized headers are refused before anything is decided or logged, and
+// no request can write more than one bounded line to the decision log.
+func TestOneRequestCannotFloodTheDecisionLog(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	before := len(h.decisionLines())
+	r := h.doHeaders(http.MethodGet, "/v1/sandboxes", h.operator, map[string]string{"X-Padding": strings.Repeat("p", 100<<10)})
+	expectProblem(t, r, http.StatusRequestHeaderFieldsTooLarge, "header_too_large")
+	if n := len(h.decisionLines()); n != before {
+		t.Fatalf("a refused oversized request wrote %d decision lines", n-before)
+	}
+	// A long path id within the header bound still writes one bounded line.
+	long := strings.Repeat("k", 12<<10)
+	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes/"+long, h.operator, nil), http.StatusNotFound, "sandbox_not_found")
+	raw, err := os.ReadFile(filepath.Join(h.dataDir, "decisions.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		if len(line) >= 8<<10 {
+			t.Errorf("decision line %d is %d bytes", i, len(line))
+		}
+	}
+}
+
+// Anyone can send any method to any path without a token: the request
+// metric's labels take only known values, so series do not grow.
+func TestMetricsLabelsTakeOnlyKnownValues(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	series := func() int {
+		m := h.do(http.MethodGet, "/metrics", "", nil)
+		n := 0
+		for _, l := range strings.Split(string(m.body), "\n") {
+			if strings.HasPrefix(l, "sandgate_http_request_duration_seconds_count{") {
+				n++
+			}
+		}
+		return n
+	}
+	// one request of each kind the flood sends, and a scrape
+	h.doHeaders("FOO", "/v1/sandboxes", "", nil)
+	h.doHeaders("FOO", "/no/such/path", "", nil)
+	h.doHeaders(http.MethodGet, "/no/such/path", "", nil)
+	series()
+	start := series()
+	for i := range 50 {
+		method := "M" + strings.Repeat("X", i%20) + string(rune('A'+i%26))
+		h.doHeaders(method, "/v1/sandboxes", "", nil)
+		h.doHeaders(method, "/nowhere/"+strings.Repeat("z", i), "", nil)
+		h.doHeaders(http.MethodGet, "/nowhere/"+strings.Repeat("y", i), "", nil)
+	}
+	if n := series(); n != start {
+		t.Fatalf("request series grew from %d to %d", start, n)
+	}
+	body := string(h.do(http.MethodGet, "/metrics", "", nil).body)
+	for _, want := range []string{`method="other",route="unmatched"`, `method="GET",route="unmatched"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(body, `method="FOO"`) || strings.Contains(body, "/no/such/path") {
+		t.Error("an invented method or path became a label value")
+	}
+}
+
+// Every answer carries nosniff: JSON, problems, unknown routes, metrics.
+func TestEveryAnswerSaysNosniff(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/v1/capabilities", "/v1/sandboxes", "/nowhere", "/"} {
+		r := h.doHeaders(http.MethodGet, path, "", nil)
+		if got := r.header.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("%s (%d): X-Content-Type-Options %q", path, r.status, got)
+		}
+	}
+}
+
+// Ownership is role and subject together (SPEC B3): an agent token minted
+// with the operator's subject owns none of the operator's sandboxes and is
+// not charged for them.
+func TestAnAgentWithTheOperatorsSubjectOwnsNothingOfIt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	opID, _ := h.create(h.operator, nil) // the harness operator's subject is "ops"
+	agent := h.mint(token.RoleAgent, "ops")
+	if r := h.do(http.MethodGet, "/v1/sandboxes", agent, nil); len(r.json(t)["sandboxes"].([]any)) != 0 {
+		t.Fatalf("the agent lists the operator's sandboxes: %s", r.body)
+	}
+	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes/"+opID, agent, nil), http.StatusForbidden, "policy_denied", "T2")
+	expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes/"+opID+"/exec", agent, map[string]any{"argv": []string{"true"}}), http.StatusForbidden, "policy_denied", "T2")
+	expectProblem(t, h.do(http.MethodDelete, "/v1/sandboxes/"+opID, agent, nil), http.StatusForbidden, "policy_denied", "T2")
+	if rec, _ := h.st.Get(context.Background(), opID); rec.State != store.StateRunning || rec.Principal != "operator:ops" {
+		t.Fatalf("operator's record: %s owned by %q", rec.State, rec.Principal)
+	}
+	// The operator's sandbox does not count against the agent's quota.
+	r := h.do(http.MethodPost, "/v1/tokens", h.operator, map[string]any{
+		"role": "agent", "ttl_seconds": 3600, "subject": "ops", "quota": map[string]any{"max_live_sandboxes": 1},
+	})
+	quota1 := r.json(t)["token"].(string)
+	id, _ := h.create(quota1, nil)
+	if rec, _ := h.st.Get(context.Background(), id); rec.Principal != "agent:ops" {
+		t.Fatalf("the agent's record is owned by %q", rec.Principal)
+	}
+	if r := h.do(http.MethodGet, "/v1/sandboxes", agent, nil); len(r.json(t)["sandboxes"].([]any)) != 1 {
+		t.Fatalf("the agent lists %s", r.body)
+	}
+}
+
+// An ended sandbox says it ended, when and why, from its record, not
+// "expired at" a time still to come.
+func TestAnEndedSandboxSaysWhenAndWhyItEnded(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	id, _ := h.create(h.operator, nil)
+	if r := h.do(http.MethodDelete, "/v1/sandboxes/"+id, h.operator, nil); r.status != http.StatusNoContent {
+		t.Fatalf("destroy: %d %s", r.status, r.body)
+	}
+	rec, _ := h.st.Get(context.Background(), id)
+	p := expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", h.operator, map[string]any{"argv": []string{"true"}}),
+		http.StatusGone, "sandbox_ended", "T3")
+	detail, _ := p["detail"].(string)
+	if !strings.Contains(detail, "ended at "+rec.EndedAt.UTC().Format(time.RFC3339)) || !strings.Contains(detail, "(destroyed)") ||
+		strings.Contains(detail, "expired") {
+		t.Fatalf("detail %q", detail)
+	}
+	if p["end_reason"] != "destroyed" || p["ended_at"] != rec.EndedAt.UTC().Format(time.RFC3339Nano) {
+		t.Fatalf("end_reason %v, ended_at %v (record %s)", p["end_reason"], p["ended_at"], rec.EndedAt)
+	}
+	expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes/"+id+"/extend", h.operator, map[string]any{"ttl_seconds": 600}),
+		http.StatusGone, "sandbox_ended", "T3")
+}
+
+// A failed sandbox is not live for the policy: exec and extend are refused
+// by T3 (before, only a Go check stopped them).
+func TestAFailedSandboxIsNotLiveForThePolicy(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	id, _ := h.create(h.operator, nil)
+	if _, err := h.st.Update(context.Background(), id, func(r *store.Sandbox) error {
+		r.State, r.EndReason, r.LastError = store.StateFailed, "placement_failed", "no node fits"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p := expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", h.operator, map[string]any{"argv": []string{"true"}}),
+		http.StatusGone, "sandbox_ended", "T3")
+	if d, _ := p["detail"].(string); !strings.Contains(d, "failed") || !strings.Contains(d, "(placement_failed): no node fits") {
+		t.Fatalf("detail %q", d)
+	}
+	expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes/"+id+"/extend", h.operator, map[string]any{"ttl_seconds": 600}),
+		http.StatusGone, "sandbox_ended", "T3")
+	if r := h.do(http.MethodGet, "/v1/sandboxes/"+id, h.operator, nil); r.status != http.StatusOK {
+		t.Fatalf("status of a failed sandbox: %d %s", r.status, r.body)
+	}
+}

@@ -1,0 +1,274 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Query strings, path ids and the Authorization header, through the whole
+// pipeline (pipeline_fuzz_test.go).
+
+// FuzzLogsQuery: ?stream=&tail_bytes= of GET /v1/sandboxes/{id}/logs. What
+// reaches the handler names a stream of the task (stdout, stderr, or the
+// default) and a tail within [1, exec.max_logs_tail_bytes]; a tail_bytes
+// that is no integer is a 400 naming it, with a bounded excerpt; anything
+// else is refused by E3 alone.
+func FuzzLogsQuery(f *testing.F) {
+	p := newPipeline(f)
+	p.capture(f, http.MethodGet, "/v1/sandboxes/:id/logs")
+	maxTail := int64(p.settings.Exec.MaxLogsTailBytes)
+	f.Fuzz(func(t *testing.T, rawQuery string) {
+		if strings.ContainsAny(rawQuery, "#") {
+			t.Skip("a fragment is not part of a request target")
+		}
+		a, ok := p.serve(http.MethodGet, "/v1/sandboxes/"+fuzzSandboxID+"/logs?"+rawQuery, "Bearer {session}", nil)
+		if !ok {
+			t.Skip("not a request net/http would pass on")
+		}
+		q, _ := url.ParseQuery(rawQuery)
+		stream, tail := q.Get("stream"), q.Get("tail_bytes")
+		if a.status == http.StatusOK {
+			got := a.got.query
+			if a.got.qerr != nil || got.Stream != stream {
+				t.Fatalf("the handler read %+v (%v) from %q", got, a.got.qerr, rawQuery)
+			}
+			if stream != "" && stream != "stdout" && stream != "stderr" {
+				t.Fatalf("stream %q let through (E3)", stream)
+			}
+			if tail == "" {
+				if got.TailBytes != nil {
+					t.Fatalf("tail_bytes %d read from an absent parameter", *got.TailBytes)
+				}
+				return
+			}
+			n, err := strconv.ParseInt(tail, 10, 64)
+			if err != nil || got.TailBytes == nil || *got.TailBytes != n {
+				t.Fatalf("tail_bytes %q read as %v", tail, got.TailBytes)
+			}
+			if n < 1 || n > maxTail {
+				t.Fatalf("tail_bytes %d let through (E3: [1, %d])", n, maxTail)
+			}
+			return
+		}
+		checkProblem(t, a, http.StatusBadRequest, http.StatusForbidden)
+		switch a.status {
+		case http.StatusBadRequest:
+			if _, err := strconv.ParseInt(tail, 10, 64); err == nil || a.problem.Field != "tail_bytes" {
+				t.Fatalf("a 400 for tail_bytes %q: %s", tail, a.body)
+			}
+			if len(a.problem.Detail) > 256 {
+				t.Fatalf("a 400 detail of %d bytes echoes the input", len(a.problem.Detail))
+			}
+		case http.StatusForbidden:
+			if !slices.Equal(a.problem.RuleIDs, []string{"E3"}) {
+				t.Fatalf("logs query refused by %v, want [E3]: %s", a.problem.RuleIDs, a.body)
+			}
+		}
+	})
+}
+
+// FuzzQueryParams: the query of the other routes that read one, each with
+// the handler production runs: ?all= of GET /v1/sandboxes (terminal
+// records only with all=true, and never another principal's), ?limit= of
+// GET /v1/decisions (an integer in [1, 500], or a 400 naming limit) and
+// ?reclaim= of DELETE /v1/hosts/{node}/enrollment (true or false, or a
+// 400 naming reclaim).
+func FuzzQueryParams(f *testing.F) {
+	p := newPipeline(f)
+	f.Fuzz(func(t *testing.T, route uint8, rawQuery string) {
+		if strings.ContainsAny(rawQuery, "#") {
+			t.Skip("a fragment is not part of a request target")
+		}
+		q, _ := url.ParseQuery(rawQuery)
+		switch route % 3 {
+		case 0:
+			a, ok := p.serve(http.MethodGet, "/v1/sandboxes?"+rawQuery, "Bearer {agent}", nil)
+			if !ok {
+				t.Skip()
+			}
+			if a.status == http.StatusBadRequest {
+				// a bad listing parameter is refused, naming it, without
+				// echoing the input at length
+				if a.problem.Field == "" || len(a.problem.Detail) > 256 {
+					t.Fatalf("list: a 400 that does not name its parameter briefly: %s", a.body)
+				}
+				return
+			}
+			if a.status != http.StatusOK {
+				t.Fatalf("list: %d %s", a.status, a.body)
+			}
+			var out struct {
+				Sandboxes []sandboxView `json:"sandboxes"`
+			}
+			if err := json.Unmarshal(a.body, &out); err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, v := range out.Sandboxes {
+				if v.Principal != fuzzAgentPrincipal {
+					t.Fatalf("an agent's list shows %s's sandbox %s", v.Principal, v.ID)
+				}
+				ids = append(ids, v.ID)
+			}
+			for _, id := range ids {
+				if id != fuzzSandboxID && id != fuzzEndedID {
+					t.Fatalf("?%s lists %s, not the agent's", rawQuery, id)
+				}
+			}
+			if len(q) == 1 && len(q["all"]) == 1 || len(q) == 0 { // no filter: exactly the agent's, by all
+				want := []string{fuzzSandboxID}
+				if q.Get("all") == "true" {
+					want = append(want, fuzzEndedID)
+				}
+				slices.Sort(ids)
+				slices.Sort(want)
+				if !slices.Equal(ids, want) {
+					t.Fatalf("?%s lists %v, want %v: %s", rawQuery, ids, want, a.body)
+				}
+			}
+		case 1:
+			a, ok := p.serve(http.MethodGet, "/v1/decisions?"+rawQuery, "Bearer {op}", nil)
+			if !ok {
+				t.Skip()
+			}
+			limit, err := strconv.Atoi(q.Get("limit"))
+			valid := q.Get("limit") == "" || (err == nil && limit >= 1 && limit <= recentCapacity)
+			if !valid {
+				checkProblem(t, a, http.StatusBadRequest)
+				if a.problem.Field != "limit" {
+					t.Fatalf("limit %q refused naming %q", q.Get("limit"), a.problem.Field)
+				}
+				return
+			}
+			if a.status != http.StatusOK {
+				t.Fatalf("limit %q: %d %s", q.Get("limit"), a.status, a.body)
+			}
+			if q.Get("limit") == "" {
+				limit = 50
+			}
+			var out struct {
+				Decisions []json.RawMessage `json:"decisions"`
+			}
+			if err := json.Unmarshal(a.body, &out); err != nil || len(out.Decisions) > limit || len(out.Decisions) == 0 {
+				t.Fatalf("limit %d: %d decisions (%v)", limit, len(out.Decisions), err)
+			}
+		case 2:
+			a, ok := p.serve(http.MethodDelete, "/v1/hosts/ghost-node/enrollment?"+rawQuery, "Bearer {op}", nil)
+			if !ok {
+				t.Skip()
+			}
+			switch r := q.Get("reclaim"); r {
+			case "", "true", "false":
+				checkProblem(t, a, http.StatusConflict)
+				if a.problem.Code != codeNotEnrolled {
+					t.Fatalf("unenroll of an unknown node: %s", a.body)
+				}
+			default:
+				checkProblem(t, a, http.StatusBadRequest)
+				if a.problem.Field != "reclaim" {
+					t.Fatalf("reclaim %q refused naming %q", r, a.problem.Field)
+				}
+			}
+		}
+	})
+}
+
+// FuzzSandboxPathID: GET /v1/sandboxes/{id} with any id, escaped as one
+// path segment or written raw, for an operator and for the running
+// sandbox's session token. Only a known id answers 200 (and shows that
+// sandbox); a session token sees only its own; an unknown id is a 404
+// that quotes it, never a 5xx.
+func FuzzSandboxPathID(f *testing.F) {
+	p := newPipeline(f)
+	f.Fuzz(func(t *testing.T, id string, raw, session bool) {
+		seg := url.PathEscape(id)
+		if raw {
+			seg = id
+		}
+		tok := "Bearer {op}"
+		if session {
+			tok = "Bearer {session}"
+		}
+		a, ok := p.serve(http.MethodGet, "/v1/sandboxes/"+seg, tok, nil)
+		if !ok {
+			t.Skip("not a request net/http would pass on")
+		}
+		switch a.status {
+		case http.StatusOK:
+			var v sandboxView
+			if err := json.Unmarshal(a.body, &v); err != nil {
+				t.Fatal(err)
+			}
+			if v.ID != fuzzSandboxID && v.ID != fuzzEndedID {
+				t.Fatalf("id %q shows sandbox %q", id, v.ID)
+			}
+			if session && v.ID != fuzzSandboxID {
+				t.Fatalf("a session token sees sandbox %s", v.ID)
+			}
+			if !raw && v.ID != id {
+				t.Fatalf("escaped id %q shows sandbox %q", id, v.ID)
+			}
+			return
+		case http.StatusNotFound:
+			checkProblem(t, a, http.StatusNotFound)
+			if a.problem.Code == codeNotFound && (!strings.HasPrefix(a.problem.Detail, "sandbox \"") ||
+				strings.Contains(a.problem.Detail, fmt.Sprintf("%q", fuzzSandboxID))) {
+				t.Fatalf("a 404 for id %q: %s", id, a.body)
+			}
+			if !raw && id != "" && a.problem.Code != codeNotFound {
+				t.Fatalf("escaped id %q is not a sandbox route: %s", id, a.body)
+			}
+		case http.StatusGone: // another sandbox that has ended: T2 and T3
+			checkProblem(t, a, http.StatusGone)
+			if !session || !strings.Contains(a.problem.Detail, fuzzEndedID) || !slices.Contains(a.problem.RuleIDs, "T3") {
+				t.Fatalf("a 410 for id %q: %s", id, a.body)
+			}
+		default:
+			checkProblem(t, a, http.StatusForbidden, http.StatusMethodNotAllowed)
+			if a.status == http.StatusForbidden && !session {
+				t.Fatalf("an operator refused id %q: %s", id, a.body)
+			}
+		}
+	})
+}
+
+// FuzzAuthorizationHeader: any Authorization value on GET /v1/sandboxes.
+// {op}, {agent}, {session} and {revoked} stand for this process's tokens.
+// Only "Bearer" (any case), one space and a recorded, unrevoked token
+// (surrounding white space aside) authenticates; everything else is a 401
+// with its challenge that never echoes the value.
+func FuzzAuthorizationHeader(f *testing.F) {
+	p := newPipeline(f)
+	f.Fuzz(func(t *testing.T, value string) {
+		a, ok := p.serve(http.MethodGet, "/v1/sandboxes", value, nil)
+		if !ok {
+			t.Skip("not a header value net/http would pass on")
+		}
+		h := p.expand(value)
+		scheme, raw, cut := strings.Cut(h, " ")
+		raw = strings.TrimSpace(raw)
+		bearer := cut && strings.EqualFold(scheme, "Bearer")
+		switch {
+		case bearer && (raw == p.tokens["{op}"] || raw == p.tokens["{agent}"]):
+			if a.status != http.StatusOK {
+				t.Fatalf("a valid token refused: %d %s", a.status, a.body)
+			}
+		case bearer && raw == p.tokens["{session}"]:
+			checkProblem(t, a, http.StatusForbidden)
+			if !slices.Equal(a.problem.RuleIDs, []string{"T2"}) {
+				t.Fatalf("a session token listing: %s", a.body)
+			}
+		default:
+			checkProblem(t, a, http.StatusUnauthorized)
+		}
+		if a.status != http.StatusOK && len(h) >= 16 && strings.Contains(string(a.body), h) {
+			t.Fatalf("the answer echoes the Authorization value: %s", a.body)
+		}
+	})
+}

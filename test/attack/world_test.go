@@ -1,0 +1,375 @@
+package attack
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"sandgate/gateway"
+	"sandgate/gateway/audit"
+	"sandgate/gateway/token"
+	"sandgate/nomad"
+	"sandgate/nomad/nomadsim"
+	"sandgate/policies"
+	"sandgate/store"
+	"sandgate/store/bolt"
+)
+
+// clock is the settable clock shared by the gateway and the token issuer.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// world is one gateway in-process on the Nomad simulator, with the names
+// the cases refer to: tokens (raw bearer strings), their jtis, and
+// sandbox ids.
+type world struct {
+	t       testing.TB
+	engine  *policies.Engine
+	srv     *gateway.Server
+	sim     *nomadsim.Server
+	nc      *nomad.Client
+	st      store.Store
+	iss     *token.Issuer
+	key     ed25519.PrivateKey
+	clock   *clock
+	url     string
+	dataDir string
+
+	// tokens maps a name to a raw bearer token; jtis to its jti.
+	tokens map[string]string
+	jtis   map[string]string
+	// ids maps a name to a sandbox id.
+	ids map[string]string
+	// nomad caches the snapshot's Nomad listings (see nomadView).
+	nomad *nomadView
+}
+
+var sharedEngine = sync.OnceValues(func() (*policies.Engine, error) {
+	return policies.New(context.Background(), policies.Config{})
+})
+
+// newWorld starts a gateway on a fresh simulator (worker-1, worker-2 for
+// egress, control-1), bbolt store and decision log, with a fake clock and
+// one operator token "op". No background loop runs (no reaper, reconcile
+// or usage monitor): the only changes are the ones requests make.
+func newWorld(t testing.TB) *world {
+	t.Helper()
+	engine, err := sharedEngine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{
+		t: t, engine: engine, dataDir: t.TempDir(),
+		clock:  &clock{t: time.Now().UTC().Truncate(time.Second)},
+		tokens: map[string]string{}, jtis: map[string]string{}, ids: map[string]string{},
+	}
+	simCfg := nomadsim.DefaultConfig()
+	simCfg.RunDelay = 5 * time.Millisecond
+	var simURL string
+	w.sim, simURL = nomadsim.NewTestServer(t, simCfg)
+
+	if _, w.key, err = ed25519.GenerateKey(rand.Reader); err != nil {
+		t.Fatal(err)
+	}
+	tcfg := token.DefaultConfig()
+	tcfg.Key, tcfg.Now = w.key, w.clock.Now
+	if w.iss, err = token.New(tcfg); err != nil {
+		t.Fatal(err)
+	}
+	if w.st, err = bolt.Open(filepath.Join(w.dataDir, "sandgate.db"), bolt.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.st.Close() })
+	for _, n := range []store.Node{
+		{Name: "worker-1", Enrollment: "sandbox", State: "active"},
+		{Name: "worker-2", Enrollment: "sandbox+egress", State: "active"},
+	} {
+		if err := w.st.PutNode(context.Background(), n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dl, err := audit.Open(audit.Config{Path: w.decisionLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dl.Close() })
+
+	ncfg := nomad.DefaultConfig()
+	ncfg.Address = simURL
+	ncfg.JobPrefix = engine.Settings().Prefix
+	ncfg.PollInterval = 5 * time.Millisecond
+	if w.nc, err = nomad.New(ncfg); err != nil {
+		t.Fatal(err)
+	}
+	w.srv, err = gateway.New(gateway.Config{
+		Engine: engine, Store: w.st, Nomad: w.nc, Tokens: w.iss, Decisions: dl,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: w.clock.Now, Simulated: true,
+		DefaultWait: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.srv.Close)
+	api := httptest.NewServer(w.srv.Handler())
+	t.Cleanup(api.Close)
+	w.url = api.URL
+	w.mint("op", token.RoleOperator, "ops", 0)
+	return w
+}
+
+func (w *world) decisionLog() string { return filepath.Join(w.dataDir, "decisions.jsonl") }
+
+// mint records an operator or agent token with its role's scopes (quota 0:
+// the policy default) under name.
+func (w *world) mint(name string, role token.Role, sub string, quota int64) string {
+	w.t.Helper()
+	return w.mintScoped(name, role, sub, quota, w.engine.Settings().RoleScopes(string(role)))
+}
+
+// mintScoped is mint with the given scopes.
+func (w *world) mintScoped(name string, role token.Role, sub string, quota int64, scopes []string) string {
+	w.t.Helper()
+	return w.mintFull(name, role, sub, quota, scopes, 24*time.Hour)
+}
+
+// mintFull records a token with every choice made by the caller.
+func (w *world) mintFull(name string, role token.Role, sub string, quota int64, scopes []string, ttl time.Duration) string {
+	w.t.Helper()
+	raw, c, err := w.iss.Mint(token.MintRequest{Role: role, Subject: sub, Scopes: scopes, TTL: ttl})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	rec := store.Token{
+		JTI: c.ID, Role: string(role), Subject: sub,
+		CreatedAt: c.IssuedAt.Time, ExpiresAt: c.ExpiresAt.Time, MaxLiveSandboxes: quota,
+	}
+	if err := w.st.PutToken(context.Background(), rec); err != nil {
+		w.t.Fatal(err)
+	}
+	w.tokens[name], w.jtis[name] = raw, c.ID
+	return raw
+}
+
+// revoke revokes a named token the way the API does.
+func (w *world) revoke(name string) {
+	w.t.Helper()
+	r := w.do(w.t, request{method: http.MethodDelete, path: "/v1/tokens/" + w.jtis[name], auth: "Bearer " + w.tokens["op"]})
+	if r.status != http.StatusNoContent {
+		w.t.Fatalf("revoke %s: %d %s", name, r.status, r.body)
+	}
+}
+
+// create makes a sandbox as the named token; the id is kept under name and
+// its session token under "sess:"+name.
+func (w *world) create(name, as, body string) string {
+	w.t.Helper()
+	r := w.do(w.t, request{method: http.MethodPost, path: "/v1/sandboxes", auth: "Bearer " + w.tokens[as], body: body})
+	if r.status != http.StatusCreated {
+		w.t.Fatalf("create %s as %s: %d %s", name, as, r.status, r.body)
+	}
+	var v struct{ ID, Token, State string }
+	if err := json.Unmarshal(r.body, &v); err != nil || v.ID == "" || v.State != "running" {
+		w.t.Fatalf("create %s: %v %s", name, err, r.body)
+	}
+	w.ids[name], w.tokens["sess:"+name] = v.ID, v.Token
+	return v.ID
+}
+
+// destroy ends a named sandbox as the operator.
+func (w *world) destroy(name string) {
+	w.t.Helper()
+	r := w.do(w.t, request{method: http.MethodDelete, path: "/v1/sandboxes/" + w.ids[name], auth: "Bearer " + w.tokens["op"]})
+	if r.status != http.StatusNoContent {
+		w.t.Fatalf("destroy %s: %d %s", name, r.status, r.body)
+	}
+}
+
+// createFailed makes a sandbox whose registration Nomad refuses: its
+// record is failed (register_failed), its job purged. The id is kept
+// under name.
+func (w *world) createFailed(name, as string) string {
+	w.t.Helper()
+	w.sim.InjectFault(nomadsim.Fault{Method: http.MethodPut, PathPrefix: "/v1/jobs", Status: http.StatusInternalServerError, Body: "injected", Times: 1})
+	before := w.liveAndDeadIDs()
+	r := w.do(w.t, request{method: http.MethodPost, path: "/v1/sandboxes", auth: "Bearer " + w.tokens[as]})
+	w.sim.ClearFaults()
+	if r.status != http.StatusServiceUnavailable {
+		w.t.Fatalf("create with a failing register: %d %s", r.status, r.body)
+	}
+	for _, rec := range w.records(w.t) {
+		if !before[rec.ID] && rec.State == store.StateFailed {
+			w.ids[name] = rec.ID
+			return rec.ID
+		}
+	}
+	w.t.Fatalf("no failed record after a refused registration: %+v", w.records(w.t))
+	return ""
+}
+
+func (w *world) records(t testing.TB) []store.Sandbox {
+	t.Helper()
+	recs, err := w.st.List(context.Background(), store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Lists leave the rendered job out; the snapshot compares it too.
+	for i := range recs {
+		if recs[i].Spec, err = w.st.Spec(context.Background(), recs[i].ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return recs
+}
+
+func (w *world) liveAndDeadIDs() map[string]bool {
+	m := map[string]bool{}
+	for _, r := range w.records(w.t) {
+		m[r.ID] = true
+	}
+	return m
+}
+
+// expand replaces {name} with the sandbox id, {jti:name} with the token's
+// jti and {tok:name} with the raw token.
+func (w *world) expand(s string) string {
+	if !strings.Contains(s, "{") {
+		return s
+	}
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(s, '{')
+		j := strings.IndexByte(s[max(i, 0):], '}')
+		if i < 0 || j < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		j += i
+		key := s[i+1 : j]
+		val, ok := "", false
+		switch {
+		case strings.HasPrefix(key, "jti:"):
+			val, ok = w.jtis[strings.TrimPrefix(key, "jti:")]
+		case strings.HasPrefix(key, "tok:"):
+			val, ok = w.tokens[strings.TrimPrefix(key, "tok:")]
+		default:
+			val, ok = w.ids[key]
+		}
+		if !ok { // not a name: JSON or a literal brace
+			b.WriteString(s[:i+1])
+			s = s[i+1:]
+			continue
+		}
+		b.WriteString(s[:i])
+		b.WriteString(val)
+		s = s[j+1:]
+	}
+}
+
+// request is one HTTP request as a case describes it.
+type request struct {
+	method string
+	path   string
+	// auth is the Authorization header value, sent as is ("" sends none).
+	auth string
+	// header holds extra headers.
+	header map[string]string
+	// body is sent raw; "" sends none.
+	body string
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+var httpClient = &http.Client{Timeout: 30 * time.Second}
+
+// do sends rq and fails the test on a transport error; call it from the
+// test's goroutine (others use send).
+func (w *world) do(t testing.TB, rq request) response {
+	t.Helper()
+	r, err := w.send(rq)
+	if err != nil {
+		t.Fatalf("%s %.80s: %v", rq.method, rq.path, err)
+	}
+	return r
+}
+
+// send sends rq as is.
+func (w *world) send(rq request) (response, error) {
+	var rd io.Reader
+	if rq.body != "" {
+		rd = strings.NewReader(rq.body)
+	}
+	req, err := http.NewRequest(rq.method, w.url+rq.path, rd)
+	if err != nil {
+		return response{}, err
+	}
+	if rq.auth != "" {
+		req.Header.Set("Authorization", rq.auth)
+	}
+	if rq.body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range rq.header {
+		req.Header.Set(k, v)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return response{}, err
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: data}, nil
+}
+
+// policyRoutes is the policy data's route table: "METHOD template" -> the
+// roles that may call it.
+func policyRoutes(t testing.TB) map[string][]string {
+	t.Helper()
+	data, err := fs.ReadFile(policies.EmbeddedBundle(), "data.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Sandgate struct {
+			Config struct {
+				Routes map[string]struct {
+					Roles []string `json:"roles"`
+				} `json:"routes"`
+			} `json:"config"`
+		} `json:"sandgate"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for k, r := range doc.Sandgate.Config.Routes {
+		out[k] = r.Roles
+	}
+	if len(out) < 10 {
+		t.Fatalf("the policy data lists only %d routes", len(out))
+	}
+	return out
+}
