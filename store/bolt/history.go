@@ -90,6 +90,19 @@ func (s *Store) Prune(ctx context.Context, endedBefore time.Time, limit int) (in
 		return 0, fmt.Errorf("store: prune: %w", invalid("limit", fmt.Sprintf("%d is below 1", limit)))
 	}
 	bound := appendTime(nil, endedBefore)
+	// Nothing past the bound: answer from a read transaction. A write one
+	// would commit (and sync bbolt's freelist) on every reaper pass.
+	due := false
+	if err := s.view(ctx, func(tx *bbolt.Tx) error {
+		k, _ := tx.Bucket(bucketByEnded).Cursor().First()
+		due = k != nil && len(k) >= timeLen && bytes.Compare(k[:timeLen], bound) < 0
+		return nil
+	}); err != nil {
+		return 0, fmt.Errorf("store: prune: %w", err)
+	}
+	if !due {
+		return 0, nil
+	}
 	n := 0
 	err := s.update(ctx, func(tx *bbolt.Tx) error {
 		n = 0
