@@ -95,7 +95,7 @@ func (s *Store) Prune(ctx context.Context, endedBefore time.Time, limit int) (in
 	due := false
 	if err := s.view(ctx, func(tx *bbolt.Tx) error {
 		k, _ := tx.Bucket(bucketByEnded).Cursor().First()
-		due = k != nil && len(k) >= timeLen && bytes.Compare(k[:timeLen], bound) < 0
+		due = len(k) >= timeLen && bytes.Compare(k[:timeLen], bound) < 0
 		return nil
 	}); err != nil {
 		return 0, fmt.Errorf("store: prune: %w", err)
