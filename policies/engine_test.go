@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,6 +46,40 @@ func copyBundle(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// copyBundleWithSmallTests is copyBundle with each entrypoint's Rego tests
+// replaced by one small test of its own (an empty input is denied). Reload
+// runs a bundle's tests before it swaps; with the bundle's 585 tests under
+// -race each reload costs about a minute, and the reload tests are about the
+// swap, not about those tests, which TestTheEmbeddedBundlesTestsPassInProcess
+// and `opa test` run in full.
+func copyBundleWithSmallTests(t *testing.T) string {
+	t.Helper()
+	dir := copyBundle(t)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, "_test.rego") {
+			return err
+		}
+		return os.Remove(p)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range Entrypoints {
+		writeFile(t, filepath.Join(dir, string(ep), "small_test.rego"), smallTest(ep))
+	}
+	return dir
+}
+
+// smallTest is one Rego test of entrypoint ep that passes on the embedded
+// bundle: an empty input is denied.
+func smallTest(ep Entrypoint) string {
+	return "package sandgate." + string(ep) + "_test\n\n" +
+		"test_an_empty_input_is_denied if {\n" +
+		"\td := data.sandgate." + string(ep) + ".decision with input as {}\n" +
+		"\td.allow == false\n" +
+		"}\n"
 }
 
 func writeFile(t *testing.T, path, content string) {
@@ -221,7 +256,7 @@ violations contains {"rule": "X1", "msg": "m"} if input.x
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			dir := copyBundle(t)
+			dir := copyBundleWithSmallTests(t)
 			c.edit(t, dir)
 			_, err := New(context.Background(), Config{Dir: dir, VerifyTests: c.verify})
 			if err == nil {
@@ -240,7 +275,7 @@ func TestReloadSwapsOnlyAGoodBundle(t *testing.T) {
 	e := newEngine(t)
 	served := e.Revision()
 
-	bad := copyBundle(t)
+	bad := copyBundleWithSmallTests(t)
 	setRevision(t, bad, "bad-1")
 	writeFile(t, filepath.Join(bad, "authz", "zz_test.rego"), "package sandgate.authz_test\n\ntest_fails if false\n")
 	if err := e.Reload(ctx, Config{Dir: bad}); !errors.Is(err, ErrBundleTests) {
@@ -250,7 +285,7 @@ func TestReloadSwapsOnlyAGoodBundle(t *testing.T) {
 		t.Fatalf("a failed reload replaced the serving bundle: %s", e.Revision())
 	}
 
-	good := copyBundle(t)
+	good := copyBundleWithSmallTests(t)
 	setRevision(t, good, "good-2")
 	if err := e.Reload(ctx, Config{Dir: good}); err != nil {
 		t.Fatalf("reload of a good bundle: %v", err)
@@ -269,9 +304,13 @@ func TestDecisionsDuringReloadAlwaysComeFromOneWholeBundle(t *testing.T) {
 	ctx := context.Background()
 	e := newEngine(t)
 	first := e.Revision()
-	next := copyBundle(t)
+	next := copyBundleWithSmallTests(t)
 	setRevision(t, next, "next")
-	var wg sync.WaitGroup
+	var (
+		wg        sync.WaitGroup
+		reloading atomic.Bool
+		during    atomic.Int64
+	)
 	stop := make(chan struct{})
 	for range 4 {
 		wg.Add(1)
@@ -292,17 +331,29 @@ func TestDecisionsDuringReloadAlwaysComeFromOneWholeBundle(t *testing.T) {
 					t.Errorf("decision during reload: %+v", d)
 					return
 				}
-				// Leave the reload (which runs the bundle's tests) some CPU:
-				// hundreds of decisions still overlap it.
+				if reloading.Load() {
+					during.Add(1)
+				}
+				// Leave the reload (which runs the bundle's tests and
+				// compiles it) some CPU: decisions still overlap it.
 				time.Sleep(time.Millisecond)
 			}
 		}()
 	}
+	reloading.Store(true)
 	if err := e.Reload(ctx, Config{Dir: next}); err != nil {
 		t.Error(err)
 	}
+	reloading.Store(false)
 	close(stop)
 	wg.Wait()
+	if during.Load() == 0 {
+		t.Fatal("no decision overlapped the reload: the test proved nothing")
+	}
+	if d, err := e.Decide(ctx, Authz, ast.NewObject()); err != nil || d.Revision != "next" {
+		t.Fatalf("decision after the reload: %+v, %v; want revision next", d, err)
+	}
+	t.Logf("%d decisions overlapped the reload", during.Load())
 }
 
 func TestTheEmbeddedBundlesTestsPassInProcess(t *testing.T) {
@@ -338,7 +389,7 @@ func TestABundleWithAnEntrypointWithoutTestsIsRefusedByReload(t *testing.T) {
 	for _, ep := range Entrypoints {
 		t.Run(string(ep), func(t *testing.T) {
 			t.Parallel()
-			dir := copyBundle(t)
+			dir := copyBundleWithSmallTests(t)
 			files, _ := filepath.Glob(filepath.Join(dir, string(ep), "*_test.rego"))
 			if len(files) == 0 {
 				t.Fatalf("no test files for %s", ep)
