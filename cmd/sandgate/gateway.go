@@ -39,6 +39,7 @@ type gatewayOptions struct {
 	ReconcileInterval time.Duration
 	ReclaimInterval   time.Duration
 	Retention         time.Duration
+	StartTimeout      time.Duration
 	DecisionLogBytes  int64
 	DecisionLogKeep   int
 	// Nodes are enrolled (or re-enrolled) at start.
@@ -132,7 +133,7 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 	srv, err = gateway.New(gateway.Config{
 		Engine: engine, Store: parts.store, Nomad: nc, Tokens: iss, Decisions: parts.audit,
 		Logger: log, ReaperInterval: o.ReaperInterval, ReconcileInterval: o.ReconcileInterval,
-		ReclaimInterval: o.ReclaimInterval, Retention: o.Retention, Namespace: ncfg.Namespace,
+		ReclaimInterval: o.ReclaimInterval, Retention: o.Retention, StartTimeout: o.StartTimeout, Namespace: ncfg.Namespace,
 		Simulated: o.Simulated, Version: version,
 	})
 	if err != nil {

@@ -60,6 +60,10 @@ type serveConfig struct {
 	// after they end (default "168h"; "-1s" keeps them forever). The
 	// decision log keeps the audit trail of pruned sandboxes.
 	Retention duration `json:"retention"`
+	// StartTimeout is how long a sandbox may stay starting (its allocation
+	// placed but not running) before it is failed, its job purged and its
+	// budget released (default "5m").
+	StartTimeout duration `json:"start_timeout"`
 	// DecisionLog rotation: size in bytes and rotated files kept.
 	DecisionLog struct {
 		MaxBytes int64 `json:"max_bytes"`
@@ -138,6 +142,7 @@ func loadServeConfig(path string) (gatewayOptions, error) {
 		PolicyDir: c.PolicyDir, Nomad: nc,
 		ReaperInterval: time.Duration(c.ReaperInterval), ReconcileInterval: time.Duration(c.ReconcileInterval),
 		ReclaimInterval: time.Duration(c.ReclaimInterval), Retention: time.Duration(c.Retention),
+		StartTimeout:     time.Duration(c.StartTimeout),
 		DecisionLogBytes: c.DecisionLog.MaxBytes, DecisionLogKeep: c.DecisionLog.Keep,
 	}
 	for _, n := range c.Nodes {

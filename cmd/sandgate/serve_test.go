@@ -41,13 +41,14 @@ func TestServeConfigIsReadStrictly(t *testing.T) {
 	}
 	good := `{"listen":"127.0.0.1:8443","data_dir":"/var/lib/sandgate",
 	  "nomad":{"address":"https://nomad:4646","token_file":"` + tokenFile + `","timeout":"3s"},
-	  "reaper_interval":"10s","reconcile_interval":"1m",
+	  "reaper_interval":"10s","reconcile_interval":"1m","retention":"48h","start_timeout":"90s",
 	  "nodes":[{"name":"w1","egress":true,"max_sandboxes":4}]}`
 	o, err := loadServeConfig(writeConfig(t, good))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o.Nomad.Token != "s3cr3t" || o.Nomad.Timeout != 3*time.Second || o.ReaperInterval != 10*time.Second ||
+		o.Retention != 48*time.Hour || o.StartTimeout != 90*time.Second ||
 		len(o.Nodes) != 1 || o.Nodes[0].Enrollment != "sandbox+egress" || o.Nodes[0].MaxSandboxes != 4 {
 		t.Fatalf("parsed %+v", o)
 	}

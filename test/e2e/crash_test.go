@@ -78,7 +78,7 @@ func TestAGatewayKilledAtEveryStepLeavesNothingBehind(t *testing.T) {
 		checkConsistent(t, g, "after the clean-up of a kill at "+string(p))
 	}
 	g.stop()
-	checkStoreBudgets(t, g.dir)
+	checkStoreBudgets(t, g.dir, sharedNode)
 }
 
 // driveToPause sends a create and, when it answers, a destroy of its
@@ -147,9 +147,9 @@ func (g *gw) driveToPause(t *testing.T, p testhook.Point) testhook.Point {
 var errProbe = errors.New("probe: read the use and write nothing")
 
 // checkStoreBudgets opens the stopped gateway's store and checks the
-// budget use of the shared node and of every principal against the sum
-// over the live records.
-func checkStoreBudgets(t *testing.T, dir string) {
+// budget use of node and of every principal against the sum over the live
+// records.
+func checkStoreBudgets(t *testing.T, dir, node string) {
 	t.Helper()
 	ctx := t.Context()
 	st, err := bolt.Open(filepath.Join(dir, "sandgate.db"), bolt.Options{Timeout: 5 * time.Second})
@@ -174,12 +174,12 @@ func checkStoreBudgets(t *testing.T, dir string) {
 		}
 		byPrincipal[r.Principal] = u
 	}
-	if got, err := st.NodeUsage(ctx, sharedNode); err != nil || got != byNode {
-		t.Errorf("node %s holds %+v (%v), its live records %+v", sharedNode, got, err, byNode)
+	if got, err := st.NodeUsage(ctx, node); err != nil || got != byNode {
+		t.Errorf("node %s holds %+v (%v), its live records %+v", node, got, err, byNode)
 	}
 	for p, want := range byPrincipal {
 		var got store.Usage
-		err := st.Reserve(ctx, store.Sandbox{ID: "e2e-probe", JobID: "sandgate-sbx-e2e-probe", Node: sharedNode, Principal: p, State: store.StateStarting},
+		err := st.Reserve(ctx, store.Sandbox{ID: "e2e-probe", JobID: "sandgate-sbx-e2e-probe", Node: node, Principal: p, State: store.StateStarting},
 			func(f store.ReserveFacts) error { got = f.Principal; return errProbe })
 		if !errors.Is(err, errProbe) || got != want {
 			t.Errorf("principal %s holds %+v (%v), its live records %+v", p, got, err, want)

@@ -42,6 +42,13 @@ type gwOptions struct {
 	// build with the test hooks); Env is added to its environment.
 	Binary string
 	Env    []string
+	// NomadAddress is where the gateway reaches Nomad (faults_test.go: a
+	// proxy that injects faults); default the suite's server.
+	NomadAddress string
+	// NomadTimeout is the per-call timeout (default "10s"); StartTimeout
+	// how long a sandbox may stay starting (default the gateway's).
+	NomadTimeout string
+	StartTimeout string
 }
 
 // gw is one `sandgate serve` process of a test, in its own data dir and
@@ -104,11 +111,14 @@ func startGateway(t testing.TB, o gwOptions) *gw {
 		"listen":             "127.0.0.1:0",
 		"data_dir":           g.dir,
 		"policy_dir":         suite.policyDir,
-		"nomad":              map[string]any{"address": suite.server.httpAddr, "namespace": ns, "timeout": "10s"},
+		"nomad":              map[string]any{"address": or(o.NomadAddress, suite.server.httpAddr), "namespace": ns, "timeout": or(o.NomadTimeout, "10s")},
 		"reaper_interval":    or(o.ReaperInterval, "1s"),
 		"reconcile_interval": or(o.ReconcileInterval, "3s"),
 		"reclaim_interval":   or(o.ReclaimInterval, "2s"),
 		"nodes":              o.Nodes,
+	}
+	if o.StartTimeout != "" {
+		cfg["start_timeout"] = o.StartTimeout
 	}
 	b, _ := json.MarshalIndent(cfg, "", "  ")
 	g.config = filepath.Join(g.dir, "serve.json")
@@ -136,6 +146,13 @@ func startGateway(t testing.TB, o gwOptions) *gw {
 // and a gateway that enrolls only that node, with a small budget.
 func ownNode(t *testing.T, n gwNode, meta ...string) (*agent, *gw) {
 	t.Helper()
+	return ownNodeWith(t, n, gwOptions{}, meta...)
+}
+
+// ownNodeWith is ownNode with the gateway shaped by o (its Nodes are set
+// to the one node).
+func ownNodeWith(t *testing.T, n gwNode, o gwOptions, meta ...string) (*agent, *gw) {
+	t.Helper()
 	need(t)
 	a, err := startClient(n.Name, meta...)
 	if err != nil {
@@ -143,7 +160,8 @@ func ownNode(t *testing.T, n gwNode, meta ...string) (*agent, *gw) {
 	}
 	t.Cleanup(a.stop)
 	n.MaxSandboxes, n.CPUMHz, n.MemoryMB = 4, 1000, 2048
-	return a, startGateway(t, gwOptions{Nodes: []gwNode{n}})
+	o.Nodes = []gwNode{n}
+	return a, startGateway(t, o)
 }
 
 // mint mints a token offline with the gateway's key (the gateway must be

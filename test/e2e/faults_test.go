@@ -1,0 +1,449 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The simulator's fault table (test/faults) against the real agent: each
+// fault is injected by a proxy between a test's gateway and the suite's
+// Nomad server (nomadproxy_test.go), or by stopping, freezing or killing a
+// client agent of the test's own. Each fault must give the caller a clear
+// problem, leave no budget reserved and no job behind, and the gateway's
+// loops must recover once it is gone.
+
+// answer is what a request must get: 0 for a 2xx.
+type outcome struct {
+	status int
+	code   string
+}
+
+var (
+	succeeds    = outcome{}
+	unavailable = outcome{http.StatusServiceUnavailable, "nomad_unavailable"}
+)
+
+// expectAnswer checks r against w: a 2xx, or a problem document with w's
+// status and code, a detail, and Retry-After on a 503.
+func expectAnswer(t testing.TB, what string, r reply, w outcome) {
+	t.Helper()
+	if w == succeeds {
+		if r.status < 200 || r.status > 299 {
+			t.Fatalf("%s: want success, got %s", what, r)
+		}
+		return
+	}
+	m := expectProblem(t, r, w.status, w.code)
+	if d, _ := m["detail"].(string); d == "" || !strings.HasPrefix(r.header.Get("Content-Type"), "application/problem+json") {
+		t.Fatalf("%s: not a problem document with a detail: %s", what, r)
+	}
+	if w.status == http.StatusServiceUnavailable && r.header.Get("Retry-After") == "" {
+		t.Fatalf("%s: a 503 without Retry-After: %s", what, r)
+	}
+}
+
+// list is GET /v1/sandboxes (all, as the operator).
+func (g *gw) list(t testing.TB) []map[string]any {
+	t.Helper()
+	r := g.do(t, http.MethodGet, "/v1/sandboxes?all=true", g.operator, nil)
+	if r.status != http.StatusOK {
+		t.Fatalf("list: %s", r)
+	}
+	var out struct {
+		Sandboxes []map[string]any `json:"sandboxes"`
+	}
+	if err := json.Unmarshal(r.body, &out); err != nil {
+		t.Fatalf("list: %v: %s", err, r.body)
+	}
+	return out.Sandboxes
+}
+
+// sandboxBody is a small busybox sandbox on node.
+func sandboxBody(node string, kv ...any) map[string]any {
+	b := map[string]any{"node": node, "image": imageBusybox, "cpu_mhz": 100, "memory_mb": 128}
+	for i := 0; i+1 < len(kv); i += 2 {
+		b[kv[i].(string)] = kv[i+1]
+	}
+	return b
+}
+
+// laterRequestsSucceed creates a sandbox on node, runs a command in it and
+// destroys it: the gateway works again once the fault is gone.
+func (g *gw) laterRequestsSucceed(t *testing.T, node string) {
+	t.Helper()
+	sb := g.create(t, g.operator, sandboxBody(node))
+	if out := g.sh(t, sb.id, sb.session, "echo again"); out != "again\n" {
+		t.Fatalf("exec after the fault: %q", out)
+	}
+	if r := g.do(t, http.MethodDelete, "/v1/sandboxes/"+sb.id, sb.session, nil); r.status != http.StatusNoContent {
+		t.Fatalf("destroy after the fault: %s", r)
+	}
+}
+
+// TestNomadFaultsOnTheRealAgent: with a sandbox made before the fault,
+// each fault meets a create, an exec in that sandbox and its destroy while
+// the gateway's loops run into it too. Once it is cleared, records, jobs
+// and budgets agree and later requests succeed.
+func TestNomadFaultsOnTheRealAgent(t *testing.T) {
+	need(t)
+	t.Parallel()
+	cases := []struct {
+		name                  string
+		faults                []proxyFault
+		create, exec, destroy outcome
+		// during checks what the fault left, before it is cleared.
+		during func(t *testing.T, g *gw)
+		// ends is the end reason of the sandbox made before the fault
+		// once the loops ran into it; "" when it stays running.
+		ends string
+	}{
+		{
+			name:   "Nomad slower than the per-call timeout on every call",
+			faults: []proxyFault{{Latency: 4 * time.Second}},
+			create: unavailable, exec: unavailable, destroy: unavailable,
+		},
+		{
+			name:   "Nomad answering 500 to every call",
+			faults: []proxyFault{{Status: http.StatusInternalServerError, Body: "rpc error: No cluster leader"}},
+			create: unavailable, exec: unavailable, destroy: unavailable,
+		},
+		{
+			name:   "Nomad dropping every connection",
+			faults: []proxyFault{{Drop: true}},
+			create: unavailable, exec: unavailable, destroy: unavailable,
+		},
+		{
+			// Nomad registers the job but its answer is lost, and the purge
+			// the gateway then tries is refused: the record fails at once,
+			// releasing its budget; the job is an orphan that reconcile
+			// purges once Nomad answers again.
+			name: "Nomad registering the job but losing the answer, then refusing the purge",
+			faults: []proxyFault{
+				{Method: http.MethodPut, PathPrefix: "/v1/jobs", LoseAnswer: true},
+				{Method: http.MethodDelete, PathPrefix: "/v1/job/", Status: http.StatusInternalServerError, Body: "rpc error: timeout"},
+			},
+			during: func(t *testing.T, g *gw) {
+				var failed map[string]any
+				for _, sb := range g.list(t) {
+					if sb["state"] == "failed" {
+						failed = sb
+					}
+				}
+				if failed == nil || failed["end_reason"] != "register_failed" {
+					t.Fatalf("no record failed with register_failed: %v", g.list(t))
+				}
+				if job := "sandgate-sbx-" + failed["id"].(string); !slices.Contains(g.jobs(t), job) {
+					t.Fatalf("the registered job %s is not in Nomad (%v): the fault did not lose an applied registration", job, g.jobs(t))
+				}
+				if used := g.hostUse(t, sharedNode); used[0] != 1 {
+					t.Fatalf("the failed create still holds budget: use %v, one sandbox live", used)
+				}
+			},
+			create: unavailable, exec: succeeds, destroy: unavailable,
+		},
+		{
+			// The destroy's purge takes effect but its answer is lost: the
+			// caller is told to retry, and reconcile, which finds the live
+			// record without its job, ends it and releases its budget.
+			name:   "Nomad purging the job but losing the answer",
+			faults: []proxyFault{{Method: http.MethodDelete, PathPrefix: "/v1/job/", LoseAnswer: true}},
+			create: succeeds, exec: succeeds, destroy: unavailable, ends: "job_missing",
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			p := newNomadProxy(t, suite.server.httpAddr)
+			g := startGateway(t, gwOptions{NomadAddress: p.url(), NomadTimeout: "2s"})
+			before := g.create(t, g.operator, nil)
+
+			p.inject(c.faults...)
+			start := time.Now()
+			expectAnswer(t, "create", g.do(t, http.MethodPost, "/v1/sandboxes", g.operator, sandboxBody(sharedNode)), c.create)
+			if c.during != nil {
+				c.during(t, g)
+			}
+			expectAnswer(t, "exec", g.do(t, http.MethodPost, "/v1/sandboxes/"+before.id+"/exec", before.session,
+				map[string]any{"argv": []string{"echo", "hi"}}), c.exec)
+			expectAnswer(t, "destroy", g.do(t, http.MethodDelete, "/v1/sandboxes/"+before.id, before.session, nil), c.destroy)
+			t.Logf("create, exec and destroy answered within %s", time.Since(start).Round(time.Millisecond))
+			time.Sleep(5 * time.Second) // the reaper, reconcile and reclaim loops run into the fault too
+
+			if c.ends == "" {
+				if st := g.status(t, before.id); st["state"] != "running" {
+					t.Fatalf("the sandbox made before the fault, whose destroy could not happen: %v", st)
+				}
+			} else {
+				eventually(t, 30*time.Second, "the sandbox made before ends "+c.ends, func() bool {
+					st := g.status(t, before.id)
+					return st["state"] == "ended" && st["end_reason"] == c.ends
+				})
+			}
+			p.clear()
+			checkConsistent(t, g, "after the fault cleared")
+			if c.ends == "" {
+				if r := g.do(t, http.MethodDelete, "/v1/sandboxes/"+before.id, before.session, nil); r.status != http.StatusNoContent {
+					t.Fatalf("destroy once Nomad answers: %s", r)
+				}
+			}
+			g.laterRequestsSucceed(t, sharedNode)
+			checkConsistent(t, g, "after the later requests")
+		})
+	}
+}
+
+// TestNomadCuttingTheExecStreamOnTheRealAgent: the connection that carries
+// a running exec is cut. The caller gets 503 nomad_unavailable at once
+// (never an exit code the gateway did not see), the sandbox keeps running,
+// and the next exec in it succeeds.
+func TestNomadCuttingTheExecStreamOnTheRealAgent(t *testing.T) {
+	need(t)
+	t.Parallel()
+	p := newNomadProxy(t, suite.server.httpAddr)
+	g := startGateway(t, gwOptions{NomadAddress: p.url()})
+	sb := g.create(t, g.operator, nil)
+
+	done := g.execAsync(t, sb, "touch /workspace/begun; sleep 60", 90)
+	g.waitBegun(t, sb)
+	cut := time.Now()
+	p.cut()
+	r := waitReply(t, done, 30*time.Second, "the exec whose stream was cut")
+	t.Logf("the cut exec answered %s after %s", r, time.Since(cut).Round(time.Millisecond))
+	expectAnswer(t, "the exec whose stream was cut", r, unavailable)
+	if st := g.status(t, sb.id); st["state"] != "running" {
+		t.Fatalf("after a cut exec stream: %v", st)
+	}
+	if out := g.sh(t, sb.id, sb.session, "echo still"); out != "still\n" {
+		t.Fatalf("exec after the cut: %q", out)
+	}
+	if r := g.do(t, http.MethodDelete, "/v1/sandboxes/"+sb.id, sb.session, nil); r.status != http.StatusNoContent {
+		t.Fatalf("destroy: %s", r)
+	}
+	checkConsistent(t, g, "after the destroy")
+}
+
+// execAsync starts an exec of script and returns where its answer arrives.
+func (g *gw) execAsync(t *testing.T, sb sandbox, script string, timeoutSeconds int) <-chan reply {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"argv": []string{"sh", "-c", script}, "timeout_seconds": timeoutSeconds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan reply, 1)
+	go func() {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, g.url+"/v1/sandboxes/"+sb.id+"/exec", bytes.NewReader(b))
+		if err != nil {
+			done <- reply{status: -1, body: []byte(err.Error())}
+			return
+		}
+		req.Header.Set("Authorization", "Bearer "+sb.session)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			done <- reply{status: -1, body: []byte(err.Error())}
+			return
+		}
+		defer resp.Body.Close()
+		var body bytes.Buffer
+		_, _ = body.ReadFrom(resp.Body)
+		done <- reply{resp.StatusCode, resp.Header, body.Bytes()}
+	}()
+	return done
+}
+
+// waitBegun waits until the script of execAsync has touched its mark.
+func (g *gw) waitBegun(t *testing.T, sb sandbox) {
+	t.Helper()
+	eventually(t, 20*time.Second, "the long command began", func() bool {
+		res := g.exec(t, sb.id, sb.session, map[string]any{"argv": []string{"test", "-f", "/workspace/begun"}})
+		return res.code() == 0
+	})
+}
+
+func waitReply(t *testing.T, done <-chan reply, d time.Duration, what string) reply {
+	t.Helper()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(d):
+		t.Fatalf("%s: no answer within %s (it hangs)", what, d)
+		return reply{}
+	}
+}
+
+// TestTheNodesAgentCrashingMidExec: the client agent of the sandbox's node
+// is killed while a command runs. The exec answers 503 nomad_unavailable
+// within bounded time (no made-up exit code). When the agent is back the
+// sandbox either runs again (Nomad reattached to its container) or has
+// ended lost (Nomad replaced its allocation), and the budget follows.
+func TestTheNodesAgentCrashingMidExec(t *testing.T) {
+	need(t)
+	t.Parallel()
+	const node = "worker-exec-crash"
+	a, g := ownNode(t, gwNode{Name: node})
+	sb := g.create(t, g.operator, sandboxBody(node))
+
+	done := g.execAsync(t, sb, "touch /workspace/begun; sleep 60", 90)
+	g.waitBegun(t, sb)
+	killed := time.Now()
+	a.kill()
+	r := waitReply(t, done, 45*time.Second, "the exec whose node's agent was killed")
+	t.Logf("the exec answered %s, %s after the kill", r, time.Since(killed).Round(time.Millisecond))
+	expectAnswer(t, "the exec whose node's agent was killed", r, unavailable)
+
+	if err := a.restart(suite.nomadBin); err != nil {
+		t.Fatal(err)
+	}
+	var st map[string]any
+	eventually(t, 90*time.Second, "the sandbox runs again or has ended lost", func() bool {
+		st = g.status(t, sb.id)
+		if st["state"] == "ended" {
+			return true
+		}
+		res := g.do(t, http.MethodPost, "/v1/sandboxes/"+sb.id+"/exec", sb.session, map[string]any{"argv": []string{"echo", "back"}})
+		return res.status == http.StatusOK
+	})
+	t.Logf("after the agent came back: state %v, end_reason %v, last_error %v", st["state"], st["end_reason"], st["last_error"])
+	if st["state"] == "ended" {
+		if st["end_reason"] != "lost" {
+			t.Fatalf("a sandbox whose agent crashed ended %v, want lost: %v", st["end_reason"], st)
+		}
+	} else if r := g.do(t, http.MethodDelete, "/v1/sandboxes/"+sb.id, sb.session, nil); r.status != http.StatusNoContent {
+		t.Fatalf("destroy after the agent came back: %s", r)
+	}
+	checkConsistentOn(t, g, node, "after the agent came back")
+	eventually(t, 60*time.Second, "the sandbox's containers removed", func() bool { return containersOf(sb.id) == 0 })
+	g.laterRequestsSucceed(t, node)
+}
+
+// TestAnAllocationThatNeverStartsFailsItsSandbox: the node's agent hangs
+// (SIGSTOP). Before a create, the create is refused with 503
+// nomad_unavailable (the node's usage cannot be read) and leaves nothing.
+// Right after Nomad accepted the job, the allocation is placed and nothing
+// starts it: the create answers starting, and the gateway fails the
+// sandbox within start_timeout (or when Nomad gives the allocation up as
+// lost), purges its job and releases its budget, and its token is refused.
+// When the agent resumes, no container of it is left and the node serves
+// again.
+func TestAnAllocationThatNeverStartsFailsItsSandbox(t *testing.T) {
+	need(t)
+	t.Parallel()
+	const node = "worker-hung"
+	p := newNomadProxy(t, suite.server.httpAddr)
+	a, g := ownNodeWith(t, gwNode{Name: node}, gwOptions{NomadAddress: p.url(), NomadTimeout: "3s", StartTimeout: "8s"})
+	t.Cleanup(a.thaw) // runs before ownNode's stop
+
+	a.freeze()
+	r := g.do(t, http.MethodPost, "/v1/sandboxes", g.operator, sandboxBody(node))
+	t.Logf("create on a hung node: %s", r)
+	expectAnswer(t, "create on a hung node", r, unavailable)
+	checkConsistentOn(t, g, node, "after the create on a hung node")
+	a.thaw()
+	waitNodeReady(t, node)
+
+	p.after(func(r *http.Request, resp *http.Response) bool {
+		return r.Method == http.MethodPut && r.URL.Path == "/v1/jobs" && resp.StatusCode == http.StatusOK
+	}, a.freeze)
+	r = g.do(t, http.MethodPost, "/v1/sandboxes", g.operator, sandboxBody(node, "wait_seconds", 2))
+	t.Logf("create whose node hung once Nomad took the job: %s", r)
+	if r.status != http.StatusCreated && r.status != http.StatusAccepted {
+		t.Fatalf("create whose node hung: %s", r)
+	}
+	m := r.object(t)
+	id, _ := m["id"].(string)
+	failedOrEnded(t, g, node, id, m, []string{"start_timeout", "placement_failed"})
+	a.thaw()
+	eventually(t, 60*time.Second, "no container of the sandbox that never started", func() bool { return containersOf(id) == 0 })
+	checkConsistentOn(t, g, node, "after the agent resumed")
+	waitNodeReady(t, node)
+	g.laterRequestsSucceed(t, node)
+}
+
+// TestANodeVanishingMidCreate: the node's agent is killed the moment
+// Nomad has accepted the sandbox's job, before any allocation runs. The
+// sandbox fails (never runs with a dead node), its job is purged and its
+// budget released; once the agent is back the node serves again.
+func TestANodeVanishingMidCreate(t *testing.T) {
+	need(t)
+	t.Parallel()
+	const node = "worker-vanish"
+	p := newNomadProxy(t, suite.server.httpAddr)
+	a, g := ownNodeWith(t, gwNode{Name: node}, gwOptions{NomadAddress: p.url(), StartTimeout: "20s"})
+	p.after(func(r *http.Request, resp *http.Response) bool {
+		return r.Method == http.MethodPut && r.URL.Path == "/v1/jobs" && resp.StatusCode == http.StatusOK
+	}, a.kill)
+	r := g.do(t, http.MethodPost, "/v1/sandboxes", g.operator, sandboxBody(node, "wait_seconds", 30))
+	t.Logf("create whose node vanished: %s", r)
+	if r.status != http.StatusCreated && r.status != http.StatusAccepted {
+		t.Fatalf("create whose node vanished: %s", r)
+	}
+	m := r.object(t)
+	id, _ := m["id"].(string)
+	failedOrEnded(t, g, node, id, m, []string{"start_timeout", "placement_failed", "lost"})
+	if err := a.restart(suite.nomadBin); err != nil {
+		t.Fatal(err)
+	}
+	waitNodeReady(t, node)
+	eventually(t, 60*time.Second, "no container of the sandbox whose node vanished", func() bool { return containersOf(id) == 0 })
+	checkConsistentOn(t, g, node, "after the agent came back")
+	g.laterRequestsSucceed(t, node)
+}
+
+// failedOrEnded waits until the sandbox created as m has failed or ended
+// with one of reasons, saying why, with its budget released and its job
+// purged, and its session token refused.
+func failedOrEnded(t *testing.T, g *gw, node, id string, m map[string]any, reasons []string) {
+	t.Helper()
+	if id == "" {
+		t.Fatalf("the create answered no id: %v", m)
+	}
+	if m["state"] == "running" {
+		t.Fatalf("a sandbox on a node that cannot start it answered running: %v", m)
+	}
+	var st map[string]any
+	eventually(t, 60*time.Second, "the sandbox fails", func() bool {
+		st = g.status(t, id)
+		return st["state"] == "failed" || st["state"] == "ended"
+	})
+	t.Logf("the sandbox: state %v, end_reason %v, last_error %q", st["state"], st["end_reason"], st["last_error"])
+	if reason, _ := st["end_reason"].(string); !slices.Contains(reasons, reason) {
+		t.Fatalf("end_reason %q, want one of %v: %v", reason, reasons, st)
+	}
+	if msg, _ := st["last_error"].(string); msg == "" {
+		t.Fatalf("a sandbox that never ran does not say why: %v", st)
+	}
+	if tok, _ := m["token"].(string); tok != "" {
+		r := g.do(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", tok, map[string]any{"argv": []string{"true"}})
+		if r.status < 400 || r.status >= 500 {
+			t.Fatalf("exec with the token of a sandbox that never ran: %s", r)
+		}
+	}
+	if used := g.hostUse(t, node); used != [3]int64{} {
+		t.Fatalf("budget use after the failed start: %v", used)
+	}
+	if jobs := g.jobs(t); len(jobs) != 0 {
+		t.Fatalf("jobs left after the failed start: %v", jobs)
+	}
+}
+
+// waitNodeReady waits until Nomad reports the node ready again.
+func waitNodeReady(t *testing.T, name string) {
+	t.Helper()
+	eventually(t, 90*time.Second, "node "+name+" ready again", func() bool {
+		nodes, _, err := suite.api.Nodes().List(nil)
+		if err != nil {
+			return false
+		}
+		for _, n := range nodes {
+			if n.Name == name {
+				return n.Status == "ready" && n.SchedulingEligibility == "eligible"
+			}
+		}
+		return false
+	})
+}
