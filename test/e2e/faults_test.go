@@ -346,16 +346,7 @@ func TestAnAllocationThatNeverStartsFailsItsSandbox(t *testing.T) {
 	a.thaw()
 	waitNodeReady(t, node)
 
-	p.after(func(r *http.Request, resp *http.Response) bool {
-		return r.Method == http.MethodPut && r.URL.Path == "/v1/jobs" && resp.StatusCode == http.StatusOK
-	}, a.freeze)
-	r = g.do(t, http.MethodPost, "/v1/sandboxes", g.operator, sandboxBody(node, "wait_seconds", 2))
-	t.Logf("create whose node hung once Nomad took the job: %s", r)
-	if r.status != http.StatusCreated && r.status != http.StatusAccepted {
-		t.Fatalf("create whose node hung: %s", r)
-	}
-	m := r.object(t)
-	id, _ := m["id"].(string)
+	id, m := g.createAndThen(t, p, a.freeze, sandboxBody(node, "wait_seconds", 2), "create whose node hung once Nomad took the job")
 	failedOrEnded(t, g, node, id, m, []string{"start_timeout", "placement_failed"})
 	a.thaw()
 	eventually(t, 60*time.Second, "no container of the sandbox that never started", func() bool { return containersOf(id) == 0 })
@@ -374,16 +365,7 @@ func TestANodeVanishingMidCreate(t *testing.T) {
 	const node = "worker-vanish"
 	p := newNomadProxy(t, suite.server.httpAddr)
 	a, g := ownNodeWith(t, gwNode{Name: node}, gwOptions{NomadAddress: p.url(), StartTimeout: "20s"})
-	p.after(func(r *http.Request, resp *http.Response) bool {
-		return r.Method == http.MethodPut && r.URL.Path == "/v1/jobs" && resp.StatusCode == http.StatusOK
-	}, a.kill)
-	r := g.do(t, http.MethodPost, "/v1/sandboxes", g.operator, sandboxBody(node, "wait_seconds", 30))
-	t.Logf("create whose node vanished: %s", r)
-	if r.status != http.StatusCreated && r.status != http.StatusAccepted {
-		t.Fatalf("create whose node vanished: %s", r)
-	}
-	m := r.object(t)
-	id, _ := m["id"].(string)
+	id, m := g.createAndThen(t, p, a.kill, sandboxBody(node, "wait_seconds", 30), "create whose node vanished")
 	failedOrEnded(t, g, node, id, m, []string{"start_timeout", "placement_failed", "lost"})
 	if err := a.restart(suite.nomadBin); err != nil {
 		t.Fatal(err)
@@ -392,6 +374,25 @@ func TestANodeVanishingMidCreate(t *testing.T) {
 	eventually(t, 60*time.Second, "no container of the sandbox whose node vanished", func() bool { return containersOf(id) == 0 })
 	checkConsistentOn(t, g, node, "after the agent came back")
 	g.laterRequestsSucceed(t, node)
+}
+
+// createAndThen creates a sandbox from body and runs fault the moment
+// Nomad has accepted its job (the registration's answer passing the proxy
+// p), before the gateway sees that answer. The create must answer 201 or
+// 202; it returns the sandbox's id and the answer.
+func (g *gw) createAndThen(t *testing.T, p *nomadProxy, fault func(), body map[string]any, what string) (string, map[string]any) {
+	t.Helper()
+	p.after(func(r *http.Request, resp *http.Response) bool {
+		return r.Method == http.MethodPut && r.URL.Path == "/v1/jobs" && resp.StatusCode == http.StatusOK
+	}, fault)
+	r := g.do(t, http.MethodPost, "/v1/sandboxes", g.operator, body)
+	t.Logf("%s: %s", what, r)
+	if r.status != http.StatusCreated && r.status != http.StatusAccepted {
+		t.Fatalf("%s: %s", what, r)
+	}
+	m := r.object(t)
+	id, _ := m["id"].(string)
+	return id, m
 }
 
 // failedOrEnded waits until the sandbox created as m has failed or ended
