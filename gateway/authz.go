@@ -181,20 +181,24 @@ func inputDigest(doc any) string {
 }
 
 // denial maps an authz deny to a problem. A missing target is a 404 for
-// every role (ids are random: this reveals nothing a 403 would not); an
-// expired target a 410; a revoked token a 401 (before anything else: the
-// caller must authenticate again); everything else a 403.
+// every role (ids are random: this reveals nothing a 403 would not); a
+// revoked token a 401 (before anything else: the caller must authenticate
+// again); a target that ended or expired a 410 saying when and why, but
+// only when T3 is the one ground of the denial: a caller the policy also
+// refuses for another reason (T2: not its sandbox) gets the 403 and learns
+// nothing of the record; everything else a 403.
 func (s *Server) denial(d policies.Decision, rec *store.Sandbox, id string, tokenActive bool) error {
 	rules := d.RuleIDs()
+	onlyT3 := len(rules) > 0 && !slices.ContainsFunc(rules, func(r string) bool { return r != "T3" })
 	var p *Problem
 	switch {
 	case id != "" && rec == nil:
 		p = notFound(id)
 	case slices.Contains(rules, "T4") && !tokenActive: // T4 also judges a mint request's body
 		p = unauthenticated("the token has been revoked")
-	case rec != nil && slices.Contains(rules, "T3") && !rec.State.Live():
+	case rec != nil && onlyT3 && !rec.State.Live():
 		p = endedProblem(*rec)
-	case rec != nil && slices.Contains(rules, "T3") && s.expired(*rec):
+	case rec != nil && onlyT3 && s.expired(*rec):
 		at := rec.ExpiresAt
 		if rec.CeilingAt.Before(at) {
 			at = rec.CeilingAt

@@ -301,13 +301,37 @@ func TestHoleAFailedSandboxIsNotLive(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	w.mint("agentA", token.RoleAgent, "alpha", 0)
+	w.mint("agentB", token.RoleAgent, "beta", 0)
 	w.createFailed("f", "agentA")
+	w.create("s", "agentB", "")
 	t3 := []string{"T3"}
 	run(t, w, []attack{
+		// A caller the sandbox is not theirs learns nothing of its end:
+		// T2 decides, 403, without end_reason, ended_at or last_error.
+		{name: "another agent execs in a failed sandbox it does not own", req: post("/v1/sandboxes/{f}/exec", `{"argv":["true"]}`), as: "agentB",
+			status: 403, code: "policy_denied", rules: []string{"T2"}, check: saysNothingOfItsEnd},
+		{name: "another sandbox's session token execs in a failed sandbox", req: post("/v1/sandboxes/{f}/exec", `{"argv":["true"]}`), as: "sess:s",
+			status: 403, code: "policy_denied", rules: []string{"T2"}, check: saysNothingOfItsEnd},
+		{name: "another agent reads a failed sandbox it does not own", req: request{method: http.MethodGet, path: "/v1/sandboxes/{f}"}, as: "agentB",
+			status: 403, code: "policy_denied", rules: []string{"T2"}, check: saysNothingOfItsEnd},
 		{name: "the operator execs in a failed sandbox", req: post("/v1/sandboxes/{f}/exec", `{"argv":["true"]}`), as: "op", status: 410, code: "sandbox_ended", rules: t3},
 		{name: "the owner execs in its failed sandbox", req: post("/v1/sandboxes/{f}/exec", `{"argv":["true"]}`), as: "agentA", status: 410, code: "sandbox_ended", rules: t3},
 		{name: "the operator extends a failed sandbox", req: post("/v1/sandboxes/{f}/extend", `{"ttl_seconds":600}`), as: "op", status: 410, code: "sandbox_ended", rules: t3},
 	})
+}
+
+// saysNothingOfItsEnd fails when a refusal carries the record's end.
+func saysNothingOfItsEnd(t *testing.T, _ *world, r response) {
+	t.Helper()
+	p := jsonOf(t, r)
+	for _, k := range []string{"end_reason", "ended_at", "last_error"} {
+		if _, ok := p[k]; ok {
+			t.Errorf("the refusal tells a caller who does not own the sandbox its %s: %s", k, clip(r.body))
+		}
+	}
+	if d, _ := p["detail"].(string); strings.Contains(d, "ended at") || strings.Contains(d, "injected") {
+		t.Errorf("the refusal's detail tells of the sandbox's end: %s", clip(r.body))
+	}
 }
 
 func TestHoleAnEndedSandboxSaysWhenAndWhy(t *testing.T) {
