@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hashicorp/nomad/api"
 	"github.com/labstack/echo/v4"
 
 	"sandgate/gateway/testhook"
@@ -35,88 +36,36 @@ func (s *Server) createSandbox(c echo.Context) error {
 	cpu := deref(body.CPUMHz, int64(st.Sandbox.DefaultCPUMHz))
 	mem := deref(body.MemoryMB, int64(st.Sandbox.DefaultMemoryMB))
 
-	cand, err := s.pickNode(ctx, deref(body.Node, ""), cpu, mem)
-	if err != nil {
-		return err
-	}
-	spec, job, jobJSON, err := RenderJob(st, SpecRequest{
-		Node: cand.node.Name, Arch: cand.node.Attributes["cpu.arch"],
-		Profile: deref(body.Profile, ""), Network: deref(body.Network, ""),
-		TTL:    time.Duration(deref(body.TTLSeconds, 0)) * time.Second,
-		CPUMHz: int(cpu), MemoryMB: int(mem), Image: deref(body.Image, ""),
-		Namespace: s.cfg.Namespace,
-	}, now)
-	if err != nil {
-		var fe *render.FieldError
-		if errors.As(err, &fe) {
-			return invalid(fe.Field, "%s", fe.Reason)
+	// A create that names no node goes to the least loaded one with room.
+	// Concurrent creates can fill that node between the pick and the
+	// reservation: when the node's budget (B1) is then the only ground of
+	// the policy's refusal, another node is picked and decided on afresh,
+	// up to maxRepicks times. Every attempt is a whole admission decision.
+	var (
+		exclude []string
+		res     reservation
+	)
+	for {
+		cand, err := s.pickNode(ctx, deref(body.Node, ""), cpu, mem, exclude)
+		if err != nil {
+			return err
 		}
-		return fmt.Errorf("render: %w", err)
+		res, err = s.reserveOn(c, cl, body, cand, cpu, mem, now)
+		if err == nil {
+			break
+		}
+		if deref(body.Node, "") != "" || len(exclude) >= maxRepicks || !nodeBudgetOnly(err) {
+			return err
+		}
+		exclude = append(exclude, cand.node.Name)
 	}
-	usage, err := s.cfg.Nomad.NodeUsage(ctx, cand.node.ID)
-	if err != nil {
-		return nomadUnavailable("could not read the usage of node "+cand.node.Name+"; nothing was changed", err)
-	}
-	raw, claims, err := s.cfg.Tokens.Mint(token.MintRequest{
-		Role: token.RoleSession, Subject: spec.ID, SandboxID: spec.ID,
-		Scopes: st.SessionScopes(), ExpiresAt: spec.CeilingAt(),
-	})
-	if err != nil {
-		return fmt.Errorf("mint session token: %w", err)
-	}
-	rec := store.Sandbox{
-		ID: spec.ID, JobID: spec.JobID(), Node: spec.Node, Principal: cl.principal(),
-		Profile: string(spec.Profile), Network: string(spec.Network), Image: spec.Image,
-		CPUMHz: cpu, MemoryMB: mem, Labels: body.Labels, State: store.StateStarting,
-		CreatedAt: now, ExpiresAt: now.Add(spec.TTL), CeilingAt: spec.CeilingAt(), UpdatedAt: now,
-		TokenDigest: token.Digest(raw), TokenJTI: claims.ID, Spec: jobJSON,
-	}
-	if rec.ExpiresAt.After(rec.CeilingAt) {
-		rec.ExpiresAt = rec.CeilingAt
-	}
-	// In flight from before the reservation commits: reconcile must never
-	// see this live record without knowing its job is about to exist.
-	s.inflight.Store(rec.ID, struct{}{})
+	rec, job, raw := res.rec, res.job, res.token
 	handedOff := false
 	defer func() {
 		if !handedOff {
 			s.inflight.Delete(rec.ID)
 		}
 	}()
-	def := st.NodeBudgetDefault
-	var quota int64
-	if t, _ := c.Get(ctxToken).(*store.Token); t != nil {
-		quota = t.MaxLiveSandboxes
-	}
-	err = s.cfg.Store.Reserve(ctx, rec, func(f store.ReserveFacts) error {
-		in := AdmissionInput(spec, jobJSON, NodeFacts(cand.node, cand.controlPlane, f.NodeInfo, &usage), policies.Budget{
-			Limits: budgetLimits(f.NodeInfo, def),
-			Used:   policies.BudgetUse{Sandboxes: f.Node.Sandboxes, CPUMHz: f.Node.CPUMHz, MemoryMB: f.Node.MemoryMB},
-		}, policies.PrincipalFacts{
-			Sub: cl.claims.Subject, Role: string(cl.claims.Role),
-			LiveSandboxes: f.Principal.Sandboxes, MaxLiveSandboxes: quota,
-		}, NomadMounts(st))
-		v, err := in.Value()
-		if err != nil {
-			return fmt.Errorf("admission input: %w", err)
-		}
-		d, err := s.decide(ctx, policies.Admission, v, in, cl.principal(), c)
-		if err != nil {
-			return err
-		}
-		if !d.Allow {
-			return admissionDenial(d)
-		}
-		testhook.Pause(testhook.CreateAdmitted)
-		return nil
-	})
-	if err != nil {
-		var p *Problem
-		if errors.As(err, &p) {
-			return p
-		}
-		return unavailable("the sandbox could not be reserved; nothing was changed", err)
-	}
 	testhook.Pause(testhook.CreateReserved)
 
 	evalID, err := s.cfg.Nomad.Register(ctx, job)
@@ -154,6 +103,108 @@ func (s *Server) createSandbox(c echo.Context) error {
 		v.Token = raw
 	}
 	return c.JSON(http.StatusCreated, v)
+}
+
+// maxRepicks bounds how many other nodes a create that names none tries
+// after a node filled between its pick and its reservation.
+const maxRepicks = 3
+
+// reservation is a create's committed reservation: the record (starting),
+// the job to register and the session token to hand out.
+type reservation struct {
+	rec   store.Sandbox
+	job   *api.Job
+	token string
+}
+
+// nodeBudgetOnly reports an admission refusal whose one ground is the
+// node's budget (B1): another node may have room.
+func nodeBudgetOnly(err error) bool {
+	var p *Problem
+	return errors.As(err, &p) && p.Status == http.StatusTooManyRequests && slices.Equal(p.RuleIDs, []string{"B1"})
+}
+
+// reserveOn renders the sandbox for cand, mints its session token and, in
+// one store transaction, asks the admission policy with the node's and the
+// principal's current use and reserves the budget. On any error nothing is
+// written.
+func (s *Server) reserveOn(c echo.Context, cl *caller, body *createRequest, cand candidate, cpu, mem int64, now time.Time) (reservation, error) {
+	ctx := c.Request().Context()
+	st := s.cfg.Engine.Settings()
+	spec, job, jobJSON, err := RenderJob(st, SpecRequest{
+		Node: cand.node.Name, Arch: cand.node.Attributes["cpu.arch"],
+		Profile: deref(body.Profile, ""), Network: deref(body.Network, ""),
+		TTL:    time.Duration(deref(body.TTLSeconds, 0)) * time.Second,
+		CPUMHz: int(cpu), MemoryMB: int(mem), Image: deref(body.Image, ""),
+		Namespace: s.cfg.Namespace,
+	}, now)
+	if err != nil {
+		var fe *render.FieldError
+		if errors.As(err, &fe) {
+			return reservation{}, invalid(fe.Field, "%s", fe.Reason)
+		}
+		return reservation{}, fmt.Errorf("render: %w", err)
+	}
+	usage, err := s.cfg.Nomad.NodeUsage(ctx, cand.node.ID)
+	if err != nil {
+		return reservation{}, nomadUnavailable("could not read the usage of node "+cand.node.Name+"; nothing was changed", err)
+	}
+	raw, claims, err := s.cfg.Tokens.Mint(token.MintRequest{
+		Role: token.RoleSession, Subject: spec.ID, SandboxID: spec.ID,
+		Scopes: st.SessionScopes(), ExpiresAt: spec.CeilingAt(),
+	})
+	if err != nil {
+		return reservation{}, fmt.Errorf("mint session token: %w", err)
+	}
+	rec := store.Sandbox{
+		ID: spec.ID, JobID: spec.JobID(), Node: spec.Node, Principal: cl.principal(),
+		Profile: string(spec.Profile), Network: string(spec.Network), Image: spec.Image,
+		CPUMHz: cpu, MemoryMB: mem, Labels: body.Labels, State: store.StateStarting,
+		CreatedAt: now, ExpiresAt: now.Add(spec.TTL), CeilingAt: spec.CeilingAt(), UpdatedAt: now,
+		TokenDigest: token.Digest(raw), TokenJTI: claims.ID, Spec: jobJSON,
+	}
+	if rec.ExpiresAt.After(rec.CeilingAt) {
+		rec.ExpiresAt = rec.CeilingAt
+	}
+	// In flight from before the reservation commits: reconcile must never
+	// see this live record without knowing its job is about to exist.
+	s.inflight.Store(rec.ID, struct{}{})
+	def := st.NodeBudgetDefault
+	var quota int64
+	if t, _ := c.Get(ctxToken).(*store.Token); t != nil {
+		quota = t.MaxLiveSandboxes
+	}
+	err = s.cfg.Store.Reserve(ctx, rec, func(f store.ReserveFacts) error {
+		in := AdmissionInput(spec, jobJSON, NodeFacts(cand.node, cand.controlPlane, f.NodeInfo, &usage), policies.Budget{
+			Limits: budgetLimits(f.NodeInfo, def),
+			Used:   policies.BudgetUse{Sandboxes: f.Node.Sandboxes, CPUMHz: f.Node.CPUMHz, MemoryMB: f.Node.MemoryMB},
+		}, policies.PrincipalFacts{
+			Sub: cl.claims.Subject, Role: string(cl.claims.Role),
+			LiveSandboxes: f.Principal.Sandboxes, MaxLiveSandboxes: quota,
+		}, NomadMounts(st))
+		v, err := in.Value()
+		if err != nil {
+			return fmt.Errorf("admission input: %w", err)
+		}
+		d, err := s.decide(ctx, policies.Admission, v, in, cl.principal(), c)
+		if err != nil {
+			return err
+		}
+		if !d.Allow {
+			return admissionDenial(d)
+		}
+		testhook.Pause(testhook.CreateAdmitted)
+		return nil
+	})
+	if err != nil {
+		s.inflight.Delete(rec.ID)
+		var p *Problem
+		if errors.As(err, &p) {
+			return reservation{}, p
+		}
+		return reservation{}, unavailable("the sandbox could not be reserved; nothing was changed", err)
+	}
+	return reservation{rec: rec, job: job, token: raw}, nil
 }
 
 // admissionDenial maps an admission deny: only budget (B1) is a 429.

@@ -61,6 +61,9 @@ type harnessOptions struct {
 	simConfig func(*nomadsim.Config)
 	// startTimeout overrides Config.StartTimeout.
 	startTimeout time.Duration
+	// wrapStore, when set, wraps the store the gateway uses (the harness
+	// keeps the bare one in h.st).
+	wrapStore func(store.Store) store.Store
 }
 
 var sharedEngine = sync.OnceValues(func() (*policies.Engine, error) {
@@ -142,8 +145,12 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	h.nc = nc
+	gwStore := h.st
+	if o.wrapStore != nil {
+		gwStore = o.wrapStore(h.st)
+	}
 	h.srv, err = gateway.New(gateway.Config{
-		Engine: h.engine, Store: h.st, Nomad: nc, Tokens: h.iss, Decisions: dl,
+		Engine: h.engine, Store: gwStore, Nomad: nc, Tokens: h.iss, Decisions: dl,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: now, Simulated: true,
 		DefaultWait: 10 * time.Second, StartTimeout: o.startTimeout,
 	})

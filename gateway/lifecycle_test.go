@@ -306,3 +306,98 @@ func TestLifecycleActionsAreDecidedAndLogged(t *testing.T) {
 		t.Fatalf("no lifecycle decision for the reaped sandbox in the log:\n%s", data)
 	}
 }
+
+// rivalStore reserves a rival sandbox on the node of the first Reserve
+// it sees, just before that Reserve: a concurrent create that filled the
+// node between the gateway's pick and its reservation.
+type rivalStore struct {
+	store.Store
+	once sync.Once
+}
+
+func (r *rivalStore) Reserve(ctx context.Context, rec store.Sandbox, admit func(store.ReserveFacts) error) error {
+	var err error
+	r.once.Do(func() {
+		now := time.Now().UTC()
+		err = r.Store.Reserve(ctx, store.Sandbox{
+			ID: "rival", JobID: "sandgate-sbx-rival", Node: rec.Node, Principal: "operator:rival", State: store.StateStarting,
+			CPUMHz: rec.CPUMHz, MemoryMB: rec.MemoryMB, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour), CeilingAt: now.Add(time.Hour),
+		}, func(store.ReserveFacts) error { return nil })
+	})
+	if err != nil {
+		return err
+	}
+	return r.Store.Reserve(ctx, rec, admit)
+}
+
+func TestACreateWhosePickedNodeFilledMeanwhileGoesToAnotherNode(t *testing.T) {
+	t.Parallel()
+	oneEach := []store.Node{
+		{Name: "worker-1", Enrollment: "sandbox", State: "active", MaxSandboxes: 1},
+		{Name: "worker-2", Enrollment: "sandbox", State: "active", MaxSandboxes: 1},
+	}
+	rival := func(st store.Store) store.Store { return &rivalStore{Store: st} }
+
+	t.Run("no node named: the other node is decided on and takes it", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, harnessOptions{nodes: oneEach, wrapStore: rival})
+		r := h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"wait_seconds": 0})
+		if r.status != http.StatusCreated {
+			t.Fatalf("create after its node filled meanwhile: %d %s", r.status, r.body)
+		}
+		rivalRec, err := h.st.Get(context.Background(), "rival")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.json(t)["node"]; got == rivalRec.Node {
+			t.Fatalf("the create went to %v, the node the rival filled", got)
+		}
+		r = h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"wait_seconds": 0})
+		if r.status != http.StatusTooManyRequests || !strings.Contains(string(r.body), `"B1"`) {
+			t.Fatalf("a create with both nodes full: %d %s", r.status, r.body)
+		}
+		assertBudgetMatchesLiveRecords(t, h)
+	})
+	t.Run("a node named: no other node is tried", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, harnessOptions{nodes: oneEach, wrapStore: rival})
+		r := h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"node": "worker-1", "wait_seconds": 0})
+		if r.status != http.StatusTooManyRequests || !strings.Contains(string(r.body), `"rule_ids":["B1"]`) || !strings.Contains(string(r.body), `"decision_id"`) {
+			t.Fatalf("a create on a named node that filled meanwhile: %d %s", r.status, r.body)
+		}
+		live, _ := h.st.List(context.Background(), store.Filter{LiveOnly: true})
+		if len(live) != 1 || live[0].ID != "rival" {
+			t.Fatalf("live records %+v, want the rival alone", live)
+		}
+		assertBudgetMatchesLiveRecords(t, h)
+	})
+}
+
+// TestConcurrentCreatesFillEveryNodeWithoutAFalseRefusal: with room for
+// exactly as many sandboxes as there are concurrent creates, spread over
+// two nodes, every create succeeds: none is refused for a node that filled
+// while another had room.
+func TestConcurrentCreatesFillEveryNodeWithoutAFalseRefusal(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{nodes: []store.Node{
+		{Name: "worker-1", Enrollment: "sandbox", State: "active", MaxSandboxes: 6},
+		{Name: "worker-2", Enrollment: "sandbox", State: "active", MaxSandboxes: 6},
+	}})
+	const n = 12
+	var wg sync.WaitGroup
+	out := make([]response, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"wait_seconds": 0})
+		}()
+	}
+	wg.Wait()
+	for i, r := range out {
+		if r.status != http.StatusCreated {
+			t.Errorf("create %d of %d with room for all: %d %s", i, n, r.status, r.body)
+		}
+	}
+	assertBudgetMatchesLiveRecords(t, h)
+}

@@ -189,9 +189,10 @@ type candidate struct {
 // policy then judges it, so an unsuitable node is denied with its rule id,
 // not silently replaced). Without one, the least loaded enrolled, active,
 // schedulable node that runs no Nomad server and still has room for
-// cpu/mem; if none has room, a 429 budget_exhausted; if none is enrolled at
-// all, a 409.
-func (s *Server) pickNode(ctx context.Context, name string, cpu, mem int64) (candidate, error) {
+// cpu/mem and is not in exclude (nodes an earlier attempt of the same
+// create found full); if none has room, a 429 budget_exhausted; if none is
+// enrolled at all, a 409.
+func (s *Server) pickNode(ctx context.Context, name string, cpu, mem int64, exclude []string) (candidate, error) {
 	if name != "" {
 		n, cp, ok, err := s.nodes.byName(ctx, name)
 		if err != nil {
@@ -218,6 +219,10 @@ func (s *Server) pickNode(ctx context.Context, name string, cpu, mem int64) (can
 	// node is a control plane.
 	var why []string
 	for _, n := range nodes {
+		if slices.Contains(exclude, n.Name) {
+			enrolled++ // picked before and filled since by a concurrent create
+			continue
+		}
 		rec, err := s.nodeRecord(ctx, n.Name)
 		if err != nil {
 			return candidate{}, err
