@@ -34,11 +34,17 @@ gofmt-check:
 	@bad=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.build/*')); \
 	if [ -n "$$bad" ]; then echo "gofmt would change: $$bad"; exit 1; fi
 
+# The test hooks (gateway/testhook) are compiled only with their build tag:
+# vet, lint and test that build of the package too.
+HOOK_TAGS := -tags sandgate_testhooks
+
 vet:
 	$(GO) vet ./...
+	$(GO) vet $(HOOK_TAGS) ./gateway/testhook/
 
 lint:
 	$(LINT) run ./...
+	$(LINT) run --build-tags sandgate_testhooks ./gateway/testhook/
 
 ## policy: the Rego bundle checks (format, strict compile, tests with coverage floor, annotations)
 policy: policy-fmt policy-check policy-test policy-lint
@@ -69,6 +75,7 @@ policy-lint: build
 # makes that a failure.
 go-test:
 	$(GO) test -race -count=1 -timeout 25m ./...
+	$(GO) test -race -count=1 $(HOOK_TAGS) ./gateway/testhook/
 
 ## bench: the policy decision benchmarks (see docs/benchmarks.md)
 bench:
