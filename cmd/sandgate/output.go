@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"sandgate/gateway/client"
 )
 
 // printJSON writes v as indented JSON: what -o json prints, and nothing else.
@@ -51,15 +53,11 @@ func fields(w io.Writer, kv ...string) error {
 	return t.flush()
 }
 
-// cell makes one table cell: control characters become spaces, and an
+// cell makes one table cell of printable text (client.Printable: white
+// space becomes a space, controls and bidi overrides are dropped), and an
 // empty value shows as "-".
 func cell(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r < ' ' || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, s)
+	s = client.Printable(s)
 	if s == "" {
 		return "-"
 	}

@@ -108,6 +108,7 @@ func readProblem(resp *http.Response) *Problem {
 		if err := json.Unmarshal(data, p); err != nil || (p.Code == "" && p.Title == "" && p.Detail == "") {
 			p = &Problem{Detail: excerpt(data)}
 		}
+		p.printableMembers()
 	} else {
 		p.Detail = excerpt(data)
 	}
@@ -125,16 +126,38 @@ func excerpt(b []byte) string {
 		// a rune cut in half becomes RuneError below, then a space
 		b = append(b[:excerptLen:excerptLen], "..."...)
 	}
-	s := strings.Map(func(r rune) rune {
+	return strings.Join(strings.Fields(Printable(string(b))), " ")
+}
+
+// Printable is s as text a terminal shows as it is: white space (a
+// newline, a tab, a no-break or line separator) and invalid bytes become a
+// plain space, and every other character that is not printable is dropped
+// (C0 and C1 controls such as ESC and CSI, bidi overrides). A problem's
+// members pass through it, so a detail that quotes a task's error cannot
+// steer the terminal that prints it.
+func Printable(s string) string {
+	return strings.Map(func(r rune) rune {
 		switch {
 		case r == utf8.RuneError, unicode.IsSpace(r):
 			return ' '
-		case !unicode.IsPrint(r): // C0 and C1 controls (ESC, CSI), bidi overrides
+		case !unicode.IsPrint(r):
 			return -1
 		}
 		return r
-	}, string(b))
-	return strings.Join(strings.Fields(s), " ")
+	}, s)
+}
+
+// printableMembers passes every text member of p through Printable.
+func (p *Problem) printableMembers() {
+	for _, f := range []*string{&p.Type, &p.Code, &p.Title, &p.Detail, &p.Field, &p.DecisionID, &p.RequestID, &p.EndReason} {
+		*f = Printable(*f)
+	}
+	for i := range p.RuleIDs {
+		p.RuleIDs[i] = Printable(p.RuleIDs[i])
+	}
+	for i := range p.Violations {
+		p.Violations[i].Rule, p.Violations[i].Msg = Printable(p.Violations[i].Rule), Printable(p.Violations[i].Msg)
+	}
 }
 
 // retryAfter reads delay-seconds or an HTTP date; zero when absent or bad.

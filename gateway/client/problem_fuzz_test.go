@@ -50,11 +50,17 @@ func FuzzReadProblem(f *testing.F) {
 		isDoc := (mt == "application/problem+json" || mt == "application/json") &&
 			json.Unmarshal(data, &doc) == nil && (doc.Code != "" || doc.Title != "" || doc.Detail != "")
 		if isDoc {
+			doc.printableMembers()
 			if p.Type != doc.Type || p.Code != doc.Code || p.Detail != doc.Detail || p.Field != doc.Field ||
 				!slices.Equal(p.RuleIDs, doc.RuleIDs) || !slices.Equal(p.Violations, doc.Violations) ||
 				p.DecisionID != doc.DecisionID || p.RequestID != doc.RequestID ||
 				(doc.Title != "" && p.Title != doc.Title) {
 				t.Fatalf("problem document %s read as %+v", data, p)
+			}
+			for _, r := range p.Error() {
+				if r != ' ' && !unicode.IsPrint(r) {
+					t.Fatalf("Error() %q of the problem document %s holds the unprintable %U", p.Error(), data, r)
+				}
 			}
 			return
 		}
@@ -121,6 +127,25 @@ func TestARetryAfterPastTheLongestDurationDoesNotWrap(t *testing.T) {
 	}
 	if got := retryAfter("9223372036", now); got != 9223372036*time.Second {
 		t.Errorf("the longest whole-second delay = %v", got)
+	}
+}
+
+// A problem document's members reach a terminal (the CLI prints them):
+// a detail quoting a task's error with escape sequences must not steer it.
+func TestAProblemDocumentsMembersArePrintable(t *testing.T) {
+	t.Parallel()
+	body := `{"code":"sandbox_ended","title":"The sandbox has ended","detail":"failed: \u001b]0;owned\u0007\u001b[2J\u009b31mred\u202e\nnext",` +
+		`"rule_ids":["T3\u001b[1m"],"violations":[{"rule":"T3","msg":"m\u001b[0m"}],"end_reason":"lost\u0000"}`
+	resp := &http.Response{StatusCode: 410, Header: http.Header{"Content-Type": {"application/problem+json"}}, Body: io.NopCloser(strings.NewReader(body))}
+	p := readProblem(resp)
+	if want := "failed: ]0;owned[2J31mred next"; p.Detail != want {
+		t.Errorf("detail %q, want %q", p.Detail, want)
+	}
+	if p.RuleIDs[0] != "T3[1m" || p.Violations[0].Msg != "m[0m" || p.EndReason != "lost" {
+		t.Errorf("members kept controls: %+v", p)
+	}
+	if strings.ContainsAny(p.Error(), "\x1b\x07\u009b\u202e\n") {
+		t.Errorf("Error() %q holds a control character", p.Error())
 	}
 }
 
