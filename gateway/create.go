@@ -50,7 +50,7 @@ func (s *Server) createSandbox(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		res, err = s.reserveOn(c, cl, body, cand, cpu, mem, now)
+		res, err = s.reserveOn(c, cl, createPlan{body: body, settings: st, cpu: cpu, mem: mem, now: now}, cand)
 		if err == nil {
 			break
 		}
@@ -124,13 +124,22 @@ func nodeBudgetOnly(err error) bool {
 	return errors.As(err, &p) && p.Status == http.StatusTooManyRequests && slices.Equal(p.RuleIDs, []string{"B1"})
 }
 
+// createPlan is what every attempt of one create shares: the body, the
+// bundle settings read once at its start, the resources and the time.
+type createPlan struct {
+	body     *createRequest
+	settings policies.Settings
+	cpu, mem int64
+	now      time.Time
+}
+
 // reserveOn renders the sandbox for cand, mints its session token and, in
 // one store transaction, asks the admission policy with the node's and the
 // principal's current use and reserves the budget. On any error nothing is
 // written.
-func (s *Server) reserveOn(c echo.Context, cl *caller, body *createRequest, cand candidate, cpu, mem int64, now time.Time) (reservation, error) {
+func (s *Server) reserveOn(c echo.Context, cl *caller, plan createPlan, cand candidate) (reservation, error) {
 	ctx := c.Request().Context()
-	st := s.cfg.Engine.Settings()
+	body, st, cpu, mem, now := plan.body, plan.settings, plan.cpu, plan.mem, plan.now
 	spec, job, jobJSON, err := RenderJob(st, SpecRequest{
 		Node: cand.node.Name, Arch: cand.node.Attributes["cpu.arch"],
 		Profile: deref(body.Profile, ""), Network: deref(body.Network, ""),
