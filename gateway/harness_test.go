@@ -2,50 +2,35 @@ package gateway_test
 
 import (
 	"bytes"
-	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"sandgate/gateway"
-	"sandgate/gateway/audit"
+	"sandgate/gateway/gatewaytest"
 	"sandgate/gateway/token"
 	"sandgate/nomad"
 	"sandgate/nomad/nomadsim"
 	"sandgate/policies"
 	"sandgate/store"
-	"sandgate/store/bolt"
 )
 
-// clock is a settable clock shared by the gateway and the token issuer.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-
 // harness is the whole gateway in-process on the Nomad simulator, with a
-// real bbolt file, real JWTs, the embedded bundle and a real decision log.
+// real bbolt file, real JWTs, the embedded bundle (or policyDir's) and a
+// real decision log (gatewaytest builds it), under the names this
+// package's tests use.
 type harness struct {
 	t        testing.TB
+	gw       *gatewaytest.Gateway
 	nc       *nomad.Client
 	srv      *gateway.Server
 	sim      *nomadsim.Server
 	st       store.Store
 	iss      *token.Issuer
 	engine   *policies.Engine
-	clock    *clock
+	clock    *gatewaytest.Clock // nil unless harnessOptions.fake
 	url      string
 	dataDir  string
 	operator string
@@ -66,102 +51,26 @@ type harnessOptions struct {
 	wrapStore func(store.Store) store.Store
 }
 
-var sharedEngine = sync.OnceValues(func() (*policies.Engine, error) {
-	return policies.New(context.Background(), policies.Config{})
-})
-
 func newHarness(t testing.TB, o harnessOptions) *harness {
 	t.Helper()
-	h := &harness{t: t, dataDir: t.TempDir()}
-	var err error
-	if o.policyDir != "" {
-		h.engine, err = policies.New(context.Background(), policies.Config{Dir: o.policyDir})
-	} else {
-		h.engine, err = sharedEngine()
+	g := gatewaytest.Options{
+		PolicyDir: o.policyDir, Nodes: o.nodes, SimConfig: o.simConfig, WrapStore: o.wrapStore, ObserveNomad: true,
+		Config: func(c *gateway.Config) { c.StartTimeout = o.startTimeout },
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now
 	if o.fake {
-		h.clock = &clock{t: time.Now().UTC().Truncate(time.Second)}
-		now = h.clock.Now
+		g.Clock = gatewaytest.NewClock(time.Now().UTC().Truncate(time.Second))
 	}
+	return harnessOf(t, gatewaytest.New(t, g))
+}
 
-	simCfg := nomadsim.DefaultConfig()
-	simCfg.RunDelay = 20 * time.Millisecond
-	if o.simConfig != nil {
-		o.simConfig(&simCfg)
+// harnessOf names gw's parts as the tests do and mints the operator's
+// token.
+func harnessOf(t testing.TB, gw *gatewaytest.Gateway) *harness {
+	t.Helper()
+	h := &harness{
+		t: t, gw: gw, nc: gw.Nomad, srv: gw.Server, sim: gw.Sim, st: gw.Store, iss: gw.Issuer, engine: gw.Engine,
+		clock: gw.Clock, url: gw.URL, dataDir: gw.DataDir, simAddr: gw.SimURL,
 	}
-	h.sim, err = nomadsim.New(simCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	simHTTP := httptest.NewServer(h.sim.Handler())
-	h.sim.SetAddress(simHTTP.Listener.Addr().String())
-	h.simAddr = simHTTP.URL
-	t.Cleanup(func() { h.sim.Close(); simHTTP.Close() }) // the simulator first: it ends followed log streams
-
-	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	tcfg := token.DefaultConfig()
-	tcfg.Key, tcfg.Now = key, now
-	if h.iss, err = token.New(tcfg); err != nil {
-		t.Fatal(err)
-	}
-	if h.st, err = bolt.Open(filepath.Join(h.dataDir, "sandgate.db"), bolt.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = h.st.Close() })
-	nodes := o.nodes
-	if nodes == nil {
-		nodes = []store.Node{
-			{Name: "worker-1", Enrollment: "sandbox", State: "active"},
-			{Name: "worker-2", Enrollment: "sandbox+egress", State: "active"},
-		}
-	}
-	for _, n := range nodes {
-		if err := h.st.PutNode(context.Background(), n); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dl, err := audit.Open(audit.Config{Path: filepath.Join(h.dataDir, "decisions.jsonl")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = dl.Close() })
-
-	ncfg := nomad.DefaultConfig()
-	ncfg.Address = simHTTP.URL
-	ncfg.JobPrefix = h.engine.Settings().Prefix
-	ncfg.PollInterval = 10 * time.Millisecond
-	var srvRef *gateway.Server
-	ncfg.Observe = func(op string, d time.Duration, err error) {
-		if srvRef != nil {
-			srvRef.ObserveNomad(op, d, err)
-		}
-	}
-	nc, err := nomad.New(ncfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.nc = nc
-	gwStore := h.st
-	if o.wrapStore != nil {
-		gwStore = o.wrapStore(h.st)
-	}
-	h.srv, err = gateway.New(gateway.Config{
-		Engine: h.engine, Store: gwStore, Nomad: nc, Tokens: h.iss, Decisions: dl,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: now, Simulated: true,
-		DefaultWait: 10 * time.Second, StartTimeout: o.startTimeout,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvRef = h.srv
-	t.Cleanup(h.srv.Close)
-	api := httptest.NewServer(h.srv.Handler())
-	t.Cleanup(api.Close)
-	h.url = api.URL
 	h.operator = h.mint(token.RoleOperator, "ops")
 	return h
 }
@@ -169,14 +78,7 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 // mint records and returns an operator or agent token.
 func (h *harness) mint(role token.Role, sub string) string {
 	h.t.Helper()
-	raw, c, err := h.iss.Mint(token.MintRequest{Role: role, Subject: sub, Scopes: h.engine.Settings().RoleScopes(string(role)), TTL: 24 * time.Hour})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if err := h.st.PutToken(context.Background(), store.Token{JTI: c.ID, Role: string(role), Subject: sub, CreatedAt: c.IssuedAt.Time, ExpiresAt: c.ExpiresAt.Time}); err != nil {
-		h.t.Fatal(err)
-	}
-	return raw
+	return h.gw.Mint(role, sub)
 }
 
 type response struct {
@@ -277,9 +179,4 @@ func expectProblem(t *testing.T, r response, status int, code string, rules ...s
 func (h *harness) nomadClient() *nomad.Client { return h.nc }
 
 // now is the harness clock.
-func (h *harness) now() time.Time {
-	if h.clock != nil {
-		return h.clock.Now()
-	}
-	return time.Now()
-}
+func (h *harness) now() time.Time { return h.gw.Now() }

@@ -5,13 +5,10 @@ package gateway_test
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,7 +22,7 @@ import (
 	"time"
 
 	"sandgate/gateway"
-	"sandgate/gateway/audit"
+	"sandgate/gateway/gatewaytest"
 	"sandgate/gateway/token"
 	"sandgate/nomad"
 	"sandgate/nomad/nomadsim"
@@ -70,13 +67,14 @@ import (
 //	go test -run '^$' -bench GatewayHistory -benchtime 200x ./gateway/
 func BenchmarkGatewayHistory(b *testing.B) {
 	ctx := context.Background()
-	engine, err := sharedEngine()
+	engine, err := gatewaytest.SharedEngine()
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, n := range []int{100, 10_000, 100_000} {
 		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
-			path := filepath.Join(b.TempDir(), "sandgate.db")
+			dir := b.TempDir()
+			path := filepath.Join(dir, gatewaytest.StoreFile)
 			start := time.Now()
 			specBytes := loadHistory(b, path, n, engine.Settings())
 			// The loader's garbage is not the gateway's: hand it back
@@ -86,7 +84,7 @@ func BenchmarkGatewayHistory(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			h := newHistoryHarness(b, path)
+			h := newHistoryHarness(b, dir)
 			// Printed, not logged: a parent benchmark's log is not shown.
 			fmt.Printf("records=%d: loaded in %s, file %.1f MB, %d B per spec; VmRSS %.0f MB at the gateway's start\n",
 				n, time.Since(start).Round(time.Millisecond), float64(fi.Size())/1e6, specBytes/n, procStatusMB(b, "VmRSS")[0])
@@ -236,7 +234,7 @@ func historyRecord(st policies.Settings, i, n int) (store.Sandbox, bool, error) 
 func loadHistory(b *testing.B, path string, n int, st policies.Settings) int {
 	b.Helper()
 	ctx := context.Background()
-	clk := &clock{t: historyNow}
+	clk := gatewaytest.NewClock(historyNow)
 	s, err := bolt.Open(path, bolt.Options{NoSync: true, Now: clk.Now})
 	if err != nil {
 		b.Fatal(err)
@@ -284,7 +282,7 @@ func loadHistory(b *testing.B, path string, n int, st policies.Settings) int {
 		rec, ended := m.rec, m.ended
 		i++
 		specBytes += len(rec.Spec)
-		clk.set(rec.CreatedAt)
+		clk.Set(rec.CreatedAt)
 		if err := s.Reserve(ctx, rec, nil); err != nil {
 			b.Fatal(err)
 		}
@@ -292,7 +290,7 @@ func loadHistory(b *testing.B, path string, n int, st policies.Settings) int {
 		if ended {
 			at = rec.CreatedAt.Add(20 * time.Minute)
 		}
-		clk.set(at)
+		clk.Set(at)
 		alloc := fmt.Sprintf("%08x-1f2e-4d3c-8b7a-%012x", i, i)
 		if _, err := s.Update(ctx, rec.ID, func(r *store.Sandbox) error {
 			r.State, r.AllocID = store.StateRunning, alloc
@@ -307,70 +305,19 @@ func loadHistory(b *testing.B, path string, n int, st policies.Settings) int {
 	return specBytes
 }
 
-// set moves the clock to t.
-func (c *clock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
-
-// newHistoryHarness is the harness's gateway on a store file loaded
-// beforehand (newHarness opens a new one), with the clock stopped at
-// historyNow and a simulator that places allocations at once.
-func newHistoryHarness(b *testing.B, path string) *harness {
+// newHistoryHarness is the harness's gateway on the store file loaded
+// beforehand into dir (newHarness opens a new one, and puts nodes: the
+// loader put historyNodes), with the clock stopped at historyNow, a
+// simulator that places allocations at once and no HTTP listener (handle
+// serves each request in process).
+func newHistoryHarness(b *testing.B, dir string) *harness {
 	b.Helper()
-	h := &harness{t: b, dataDir: filepath.Dir(path), clock: &clock{t: historyNow}}
-	var err error
-	if h.engine, err = sharedEngine(); err != nil {
-		b.Fatal(err)
-	}
-	simCfg := nomadsim.DefaultConfig()
-	simCfg.RunDelay = -1 // running at once: a create costs what the gateway does
-	if h.sim, err = nomadsim.New(simCfg); err != nil {
-		b.Fatal(err)
-	}
-	simHTTP := httptest.NewServer(h.sim.Handler())
-	h.sim.SetAddress(simHTTP.Listener.Addr().String())
-	h.simAddr = simHTTP.URL
-	b.Cleanup(func() { h.sim.Close(); simHTTP.Close() })
-
-	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	tcfg := token.DefaultConfig()
-	tcfg.Key, tcfg.Now = key, h.clock.Now
-	if h.iss, err = token.New(tcfg); err != nil {
-		b.Fatal(err)
-	}
-	if h.st, err = bolt.Open(path, bolt.Options{}); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = h.st.Close() })
-	dl, err := audit.Open(audit.Config{Path: filepath.Join(h.dataDir, "decisions.jsonl")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = dl.Close() })
-
-	ncfg := nomad.DefaultConfig()
-	ncfg.Address = simHTTP.URL
-	ncfg.JobPrefix = h.engine.Settings().Prefix
-	ncfg.PollInterval = time.Millisecond
-	var srvRef *gateway.Server
-	ncfg.Observe = func(op string, d time.Duration, err error) {
-		if srvRef != nil {
-			srvRef.ObserveNomad(op, d, err)
-		}
-	}
-	if h.nc, err = nomad.New(ncfg); err != nil {
-		b.Fatal(err)
-	}
-	h.srv, err = gateway.New(gateway.Config{
-		Engine: h.engine, Store: h.st, Nomad: h.nc, Tokens: h.iss, Decisions: dl,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: h.clock.Now, Simulated: true,
-		DefaultWait: 10 * time.Second,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	srvRef = h.srv
-	b.Cleanup(h.srv.Close)
-	h.operator = h.mint(token.RoleOperator, "ops")
-	return h
+	return harnessOf(b, gatewaytest.New(b, gatewaytest.Options{
+		DataDir: dir, Nodes: []store.Node{}, Clock: gatewaytest.NewClock(historyNow),
+		SimConfig:    func(c *nomadsim.Config) { c.RunDelay = -1 }, // running at once: a create costs what the gateway does
+		NomadConfig:  func(c *nomad.Config) { c.PollInterval = time.Millisecond },
+		ObserveNomad: true, NoListener: true,
+	}))
 }
 
 // handle serves one request with the gateway's handler, in process.

@@ -3,44 +3,30 @@ package attack
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"io"
 	"io/fs"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"sandgate/gateway"
-	"sandgate/gateway/audit"
+	"sandgate/gateway/gatewaytest"
 	"sandgate/gateway/token"
 	"sandgate/nomad"
 	"sandgate/nomad/nomadsim"
 	"sandgate/policies"
 	"sandgate/store"
-	"sandgate/store/bolt"
 )
-
-// clock is the settable clock shared by the gateway and the token issuer.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 // world is one gateway in-process on the Nomad simulator, with the names
 // the cases refer to: tokens (raw bearer strings), their jtis, and
 // sandbox ids.
 type world struct {
 	t       testing.TB
+	gw      *gatewaytest.Gateway
 	engine  *policies.Engine
 	srv     *gateway.Server
 	sim     *nomadsim.Server
@@ -48,7 +34,7 @@ type world struct {
 	st      store.Store
 	iss     *token.Issuer
 	key     ed25519.PrivateKey
-	clock   *clock
+	clock   *gatewaytest.Clock // shared by the gateway and the token issuer
 	url     string
 	dataDir string
 
@@ -61,80 +47,27 @@ type world struct {
 	nomad *nomadView
 }
 
-var sharedEngine = sync.OnceValues(func() (*policies.Engine, error) {
-	return policies.New(context.Background(), policies.Config{})
-})
-
 // newWorld starts a gateway on a fresh simulator (worker-1, worker-2 for
 // egress, control-1), bbolt store and decision log, with a fake clock and
 // one operator token "op". No background loop runs (no reaper, reconcile
 // or usage monitor): the only changes are the ones requests make.
 func newWorld(t testing.TB) *world {
 	t.Helper()
-	engine, err := sharedEngine()
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := gatewaytest.New(t, gatewaytest.Options{
+		Clock:       gatewaytest.NewClock(time.Now().UTC().Truncate(time.Second)),
+		SimConfig:   func(c *nomadsim.Config) { c.RunDelay = 5 * time.Millisecond },
+		NomadConfig: func(c *nomad.Config) { c.PollInterval = 5 * time.Millisecond },
+	})
 	w := &world{
-		t: t, engine: engine, dataDir: t.TempDir(),
-		clock:  &clock{t: time.Now().UTC().Truncate(time.Second)},
+		t: t, gw: g, engine: g.Engine, srv: g.Server, sim: g.Sim, nc: g.Nomad, st: g.Store, iss: g.Issuer, key: g.Key,
+		clock: g.Clock, url: g.URL, dataDir: g.DataDir,
 		tokens: map[string]string{}, jtis: map[string]string{}, ids: map[string]string{},
 	}
-	simCfg := nomadsim.DefaultConfig()
-	simCfg.RunDelay = 5 * time.Millisecond
-	var simURL string
-	w.sim, simURL = nomadsim.NewTestServer(t, simCfg)
-
-	if _, w.key, err = ed25519.GenerateKey(rand.Reader); err != nil {
-		t.Fatal(err)
-	}
-	tcfg := token.DefaultConfig()
-	tcfg.Key, tcfg.Now = w.key, w.clock.Now
-	if w.iss, err = token.New(tcfg); err != nil {
-		t.Fatal(err)
-	}
-	if w.st, err = bolt.Open(filepath.Join(w.dataDir, "sandgate.db"), bolt.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.st.Close() })
-	for _, n := range []store.Node{
-		{Name: "worker-1", Enrollment: "sandbox", State: "active"},
-		{Name: "worker-2", Enrollment: "sandbox+egress", State: "active"},
-	} {
-		if err := w.st.PutNode(context.Background(), n); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dl, err := audit.Open(audit.Config{Path: w.decisionLog()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = dl.Close() })
-
-	ncfg := nomad.DefaultConfig()
-	ncfg.Address = simURL
-	ncfg.JobPrefix = engine.Settings().Prefix
-	ncfg.PollInterval = 5 * time.Millisecond
-	if w.nc, err = nomad.New(ncfg); err != nil {
-		t.Fatal(err)
-	}
-	w.srv, err = gateway.New(gateway.Config{
-		Engine: engine, Store: w.st, Nomad: w.nc, Tokens: w.iss, Decisions: dl,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: w.clock.Now, Simulated: true,
-		DefaultWait: 10 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.srv.Close)
-	api := httptest.NewServer(w.srv.Handler())
-	t.Cleanup(api.Close)
-	w.url = api.URL
 	w.mint("op", token.RoleOperator, "ops", 0)
 	return w
 }
 
-func (w *world) decisionLog() string { return filepath.Join(w.dataDir, "decisions.jsonl") }
+func (w *world) decisionLog() string { return filepath.Join(w.dataDir, gatewaytest.DecisionLogFile) }
 
 // mint records an operator or agent token with its role's scopes (quota 0:
 // the policy default) under name.
@@ -152,18 +85,8 @@ func (w *world) mintScoped(name string, role token.Role, sub string, quota int64
 // mintFull records a token with every choice made by the caller.
 func (w *world) mintFull(name string, role token.Role, sub string, quota int64, scopes []string, ttl time.Duration) string {
 	w.t.Helper()
-	raw, c, err := w.iss.Mint(token.MintRequest{Role: role, Subject: sub, Scopes: scopes, TTL: ttl})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	rec := store.Token{
-		JTI: c.ID, Role: string(role), Subject: sub,
-		CreatedAt: c.IssuedAt.Time, ExpiresAt: c.ExpiresAt.Time, MaxLiveSandboxes: quota,
-	}
-	if err := w.st.PutToken(context.Background(), rec); err != nil {
-		w.t.Fatal(err)
-	}
-	w.tokens[name], w.jtis[name] = raw, c.ID
+	raw, jti := w.gw.MintWith(token.MintRequest{Role: role, Subject: sub, Scopes: scopes, TTL: ttl}, quota)
+	w.tokens[name], w.jtis[name] = raw, jti
 	return raw
 }
 

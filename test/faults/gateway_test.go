@@ -3,14 +3,10 @@ package faults
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -19,14 +15,12 @@ import (
 	"time"
 
 	"sandgate/gateway"
-	"sandgate/gateway/audit"
 	"sandgate/gateway/client"
+	"sandgate/gateway/gatewaytest"
 	"sandgate/gateway/token"
 	"sandgate/nomad"
 	"sandgate/nomad/nomadsim"
-	"sandgate/policies"
 	"sandgate/store"
-	"sandgate/store/bolt"
 )
 
 // The gateway's timings in these tests: every Nomad call gives up after
@@ -40,10 +34,6 @@ const (
 	slow = time.Minute
 	node = "worker-1"
 )
-
-var sharedEngine = sync.OnceValues(func() (*policies.Engine, error) {
-	return policies.New(context.Background(), policies.Config{})
-})
 
 // options shape a test's gateway.
 type options struct {
@@ -73,77 +63,38 @@ type gw struct {
 func startGateway(t testing.TB, o options) *gw {
 	t.Helper()
 	ctx := context.Background()
-	engine, err := sharedEngine()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &gw{t: t, clock: &clock{}, prefix: engine.Settings().Prefix}
-
-	simCfg := nomadsim.DefaultConfig()
-	simCfg.RunDelay = 20 * time.Millisecond
-	if o.runDelay != 0 {
-		simCfg.RunDelay = o.runDelay
-	}
-	g.sim, err = nomadsim.New(simCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.faults = &faultyNomad{next: g.sim.Handler()}
-	simHTTP := httptest.NewServer(g.faults)
-	g.agentNet = newProxy(t, simHTTP.Listener.Addr().String())
-	g.sim.SetAddress(g.agentNet.addr()) // exec and logs go through the proxy too
-	t.Cleanup(func() { g.agentNet.close(); g.sim.Close(); simHTTP.Close() })
-
-	dir := t.TempDir()
-	if g.store, err = bolt.Open(filepath.Join(dir, "sandgate.db"), bolt.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	dl, err := audit.Open(audit.Config{Path: filepath.Join(dir, "decisions.jsonl")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = dl.Close(); _ = g.store.Close() })
-	_, key, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tcfg := token.DefaultConfig()
-	tcfg.Key, tcfg.Now = key, g.clock.now
-	iss, err := token.New(tcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &syncBuffer{}
-	g.logs = logs
-	ncfg := nomad.DefaultConfig()
-	ncfg.Address, ncfg.JobPrefix = "http://"+g.agentNet.addr(), g.prefix
-	ncfg.Timeout, ncfg.PollInterval = nomadTimeout, 10*time.Millisecond
-	nc, err := nomad.New(ncfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.srv, err = gateway.New(gateway.Config{
-		Engine: engine, Store: g.store, Nomad: nc, Tokens: iss, Decisions: dl,
-		Logger: slog.New(slog.NewTextHandler(logs, nil)), Now: g.clock.now, Simulated: true,
-		DefaultWait: 5 * time.Second, StartTimeout: o.startTimeout, ExecGrace: time.Second,
-		ReaperInterval: loopInterval, ReconcileInterval: loopInterval, ReclaimInterval: loopInterval,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := &gw{t: t, clock: &clock{}, logs: &syncBuffer{}}
+	// Registered before the gateway's cleanup, so it runs once the gateway
+	// has closed.
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("gateway log:\n%s", logs.String())
+			t.Logf("gateway log:\n%s", g.logs.String())
 		}
 	})
-	runCtx, stopLoops := context.WithCancel(ctx)
-	loops := make(chan struct{})
-	go func() { g.srv.Run(runCtx); close(loops) }()
-	api := httptest.NewServer(g.srv.Handler())
-	g.url = api.URL
-	t.Cleanup(func() { api.Close(); stopLoops(); <-loops; g.srv.Close() })
+	gt := gatewaytest.New(t, gatewaytest.Options{
+		Nodes: []store.Node{}, // enrolled below
+		Now:   g.clock.now,
+		SimConfig: func(c *nomadsim.Config) {
+			if o.runDelay != 0 {
+				c.RunDelay = o.runDelay
+			}
+		},
+		WrapSim: func(h http.Handler) http.Handler { g.faults = &faultyNomad{next: h}; return g.faults },
+		Front: func(addr string) (string, func()) {
+			g.agentNet = newProxy(t, addr)
+			return g.agentNet.addr(), g.agentNet.close // exec and logs go through the proxy too
+		},
+		NomadConfig: func(c *nomad.Config) { c.Timeout = nomadTimeout },
+		Config: func(c *gateway.Config) {
+			c.Logger = slog.New(slog.NewTextHandler(g.logs, nil))
+			c.DefaultWait, c.StartTimeout, c.ExecGrace = 5*time.Second, o.startTimeout, time.Second
+			c.ReaperInterval, c.ReconcileInterval, c.ReclaimInterval = loopInterval, loopInterval, loopInterval
+		},
+		Run: true,
+	})
+	g.sim, g.store, g.srv, g.url, g.prefix = gt.Sim, gt.Store, gt.Server, gt.URL, gt.Engine.Settings().Prefix
 
-	raw, _, err := gateway.MintToken(ctx, iss, g.store, engine.Settings(), gateway.TokenRequest{
+	raw, _, err := gateway.MintToken(ctx, gt.Issuer, g.store, gt.Engine.Settings(), gateway.TokenRequest{
 		Role: token.RoleOperator, Subject: "faults-operator", TTL: 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)

@@ -2,15 +2,9 @@ package load
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -19,12 +13,12 @@ import (
 	"sandgate/gateway"
 	"sandgate/gateway/audit"
 	"sandgate/gateway/client"
+	"sandgate/gateway/gatewaytest"
 	"sandgate/gateway/token"
 	"sandgate/nomad"
 	"sandgate/nomad/nomadsim"
 	"sandgate/policies"
 	"sandgate/store"
-	"sandgate/store/bolt"
 )
 
 // nodeBudget is one simulated worker and the budget it is enrolled with.
@@ -83,78 +77,38 @@ func startGateway(t testing.TB, o options) *gw {
 		workers = append(workers, n.name)
 	}
 	nomadTransport := &http.Transport{MaxIdleConnsPerHost: 64}
-	var simURL string
+	opts := gatewaytest.Options{
+		Engine: engine, DataDir: dir, Nodes: []store.Node{}, // enrolled over the API below
+		SimConfig:   func(c *nomadsim.Config) { *c = simConfig(workers, o.runDelay) },
+		NomadConfig: func(c *nomad.Config) { c.HTTPClient = &http.Client{Transport: nomadTransport} },
+		AuditConfig: func(c *audit.Config) { c.MaxBytes, c.Keep = 16<<20, 1 },
+		Config: func(c *gateway.Config) {
+			if o.loops > 0 {
+				c.ReaperInterval, c.ReconcileInterval, c.ReclaimInterval = o.loops, 2*o.loops, o.loops
+			}
+		},
+		Run: o.loops > 0,
+		HTTPServer: func(s *http.Server) {
+			s.ReadHeaderTimeout = 10 * time.Second
+			s.MaxHeaderBytes = 1 << 16
+		},
+	}
+	// Closed in reverse: the gateway with what gatewaytest started (the
+	// API, the loops, the gateway, the decision log and the store, an
+	// in-process simulator), then the Nomad client's connections and a
+	// child simulator, then the test's transport.
 	if o.simProcess {
 		u, stop := startSimProcess(t, workers)
-		simURL = u
+		opts.NomadURL = u
 		g.closers = append(g.closers, func() { nomadTransport.CloseIdleConnections(); stop() })
 	} else {
-		sim, err := nomadsim.New(simConfig(workers, o.runDelay))
-		if err != nil {
-			t.Fatal(err)
-		}
-		simHTTP := httptest.NewServer(sim.Handler())
-		sim.SetAddress(simHTTP.Listener.Addr().String())
-		simURL = simHTTP.URL
-		g.closers = append(g.closers, func() { sim.Close(); simHTTP.Close(); nomadTransport.CloseIdleConnections() })
+		g.closers = append(g.closers, nomadTransport.CloseIdleConnections)
 	}
+	gt := gatewaytest.New(t, opts)
+	g.closers = append(g.closers, gt.Close)
+	g.url, g.store = gt.URL, gt.Store
 
-	st, err := bolt.Open(filepath.Join(dir, "sandgate.db"), bolt.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.store = st
-	dl, err := audit.Open(audit.Config{Path: filepath.Join(dir, "decisions.jsonl"), MaxBytes: 16 << 20, Keep: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.closers = append(g.closers, func() { _ = dl.Close(); _ = st.Close() })
-	_, key, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tcfg := token.DefaultConfig()
-	tcfg.Key = key
-	iss, err := token.New(tcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ncfg := nomad.DefaultConfig()
-	ncfg.Address, ncfg.JobPrefix = simURL, g.settings.Prefix
-	ncfg.PollInterval = 10 * time.Millisecond
-	ncfg.HTTPClient = &http.Client{Transport: nomadTransport}
-	nc, err := nomad.New(ncfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := gateway.Config{
-		Engine: engine, Store: st, Nomad: nc, Tokens: iss, Decisions: dl,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Simulated: true,
-		DefaultWait: 10 * time.Second,
-	}
-	if o.loops > 0 {
-		cfg.ReaperInterval, cfg.ReconcileInterval, cfg.ReclaimInterval = o.loops, 2*o.loops, o.loops
-	}
-	srv, err := gateway.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stopLoops := context.WithCancel(ctx)
-	loopsDone := make(chan struct{})
-	if o.loops > 0 {
-		go func() { srv.Run(runCtx); close(loopsDone) }()
-	} else {
-		close(loopsDone)
-	}
-	api := httptest.NewUnstartedServer(srv.Handler())
-	api.Config.ReadHeaderTimeout = 10 * time.Second
-	api.Config.MaxHeaderBytes = 1 << 16
-	api.Start()
-	g.url = api.URL
-	// Closed in reverse: the API, then the loops and the gateway, then Nomad.
-	g.closers = append(g.closers, func() { stopLoops(); <-loopsDone; srv.Close() }, api.Close)
-
-	raw, _, err := gateway.MintToken(ctx, iss, st, g.settings, gateway.TokenRequest{
+	raw, _, err := gateway.MintToken(ctx, gt.Issuer, g.store, g.settings, gateway.TokenRequest{
 		Role: token.RoleOperator, Subject: "load-operator", Label: "load test", TTL: 2 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
