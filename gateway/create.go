@@ -44,19 +44,27 @@ func (s *Server) createSandbox(c echo.Context) error {
 	var (
 		exclude []string
 		res     reservation
+		denied  error // the policy's B1 refusal of the last node tried
 	)
 	for {
 		cand, err := s.pickNode(ctx, deref(body.Node, ""), cpu, mem, exclude)
-		if err != nil {
+		var p *Problem
+		switch {
+		case err != nil && denied != nil && errors.As(err, &p) && p.Code == codeBudget:
+			return denied // only nodes already tried are left
+		case err != nil:
 			return err
+		case cand.full && denied != nil:
+			return denied // every node that had room was tried
 		}
 		res, err = s.reserveOn(c, cl, createPlan{body: body, settings: st, cpu: cpu, mem: mem, now: now}, cand)
 		if err == nil {
 			break
 		}
-		if deref(body.Node, "") != "" || len(exclude) >= maxRepicks || !nodeBudgetOnly(err) {
+		if deref(body.Node, "") != "" || cand.full || len(exclude) >= maxRepicks || !nodeBudgetOnly(err) {
 			return err
 		}
+		denied = err
 		exclude = append(exclude, cand.node.Name)
 	}
 	rec, job, raw := res.rec, res.job, res.token

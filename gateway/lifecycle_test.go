@@ -353,8 +353,8 @@ func TestACreateWhosePickedNodeFilledMeanwhileGoesToAnotherNode(t *testing.T) {
 			t.Fatalf("the create went to %v, the node the rival filled", got)
 		}
 		r = h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"wait_seconds": 0})
-		if r.status != http.StatusTooManyRequests || !strings.Contains(string(r.body), `"B1"`) {
-			t.Fatalf("a create with both nodes full: %d %s", r.status, r.body)
+		if r.status != http.StatusTooManyRequests || !strings.Contains(string(r.body), `"rule_ids":["B1"]`) || !strings.Contains(string(r.body), `"decision_id"`) {
+			t.Fatalf("a create with both nodes full: %d %s; want the policy's B1 refusal", r.status, r.body)
 		}
 		assertBudgetMatchesLiveRecords(t, h)
 	})

@@ -183,6 +183,9 @@ type candidate struct {
 	controlPlane bool
 	record       *store.Node
 	used         store.Usage
+	// full: no enrolled node had room at the pick; this is the least
+	// loaded of them, for the policy to refuse with its own B1 decision.
+	full bool
 }
 
 // pickNode returns the node a create goes to. With a name, that node (the
@@ -190,8 +193,9 @@ type candidate struct {
 // not silently replaced). Without one, the least loaded enrolled, active,
 // schedulable node that runs no Nomad server and still has room for
 // cpu/mem and is not in exclude (nodes an earlier attempt of the same
-// create found full); if none has room, a 429 budget_exhausted; if none is
-// enrolled at all, a 409.
+// create found full); if none has room, the least loaded of them marked
+// full (the admission policy then refuses it, B1); if none is enrolled at
+// all, a 409.
 func (s *Server) pickNode(ctx context.Context, name string, cpu, mem int64, exclude []string) (candidate, error) {
 	if name != "" {
 		n, cp, ok, err := s.nodes.byName(ctx, name)
@@ -212,7 +216,7 @@ func (s *Server) pickNode(ctx context.Context, name string, cpu, mem int64, excl
 		return candidate{}, nomadUnavailable("could not read Nomad's nodes; nothing was changed", err)
 	}
 	def := s.cfg.Engine.Settings().NodeBudgetDefault
-	var best *candidate
+	var best, leastFull *candidate
 	enrolled := 0
 	// why says, per node passed over, why: the 409 names them all, so an
 	// operator pointed at a single `nomad agent -dev` learns that its only
@@ -248,6 +252,9 @@ func (s *Server) pickNode(ctx context.Context, name string, cpu, mem int64, excl
 		}
 		lim := budgetLimits(rec, def)
 		if used.Sandboxes+1 > lim.MaxSandboxes || used.CPUMHz+cpu > lim.CPUMHz || used.MemoryMB+mem > lim.MemoryMB {
+			if leastFull == nil || load(used, lim) < load(leastFull.used, budgetLimits(leastFull.record, def)) {
+				leastFull = &candidate{node: n, record: rec, used: used, full: true}
+			}
 			continue
 		}
 		if best == nil || load(used, lim) < load(best.used, budgetLimits(best.record, def)) {
@@ -259,7 +266,12 @@ func (s *Server) pickNode(ctx context.Context, name string, cpu, mem int64, excl
 		return *best, nil
 	case enrolled == 0:
 		return candidate{}, newProblem(http.StatusConflict, codeNoNode, noNodeDetail(why))
+	case leastFull != nil:
+		// The refusal is the policy's (B1, with its decision), not this
+		// function's guess from the same figures.
+		return *leastFull, nil
 	}
+	// Only nodes an earlier attempt found full are left.
 	p := newProblem(http.StatusTooManyRequests, codeBudget, "every enrolled node is at its budget; retry when a sandbox ends")
 	p.RuleIDs = []string{"B1"}
 	p.retryAfter = 30

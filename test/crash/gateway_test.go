@@ -1,16 +1,13 @@
 package crash
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -19,6 +16,7 @@ import (
 
 	"sandgate/gateway/client"
 	"sandgate/gateway/testhook"
+	"sandgate/test/testbin"
 )
 
 // hookTag is the build tag that compiles the pause points in.
@@ -61,14 +59,10 @@ type gateway struct {
 	url       string
 	operator  string
 
+	proc   testbin.Serve // every process's standard error is its log
 	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
 	paused chan testhook.Point // the pause lines of the current process
-	log    bytes.Buffer        // every process's standard error
 }
-
-var listening = regexp.MustCompile(`msg="sandgate gateway listening" addr=([0-9.:]+)`)
 
 // newGateway writes the configuration of a gateway on the simulator at
 // nomadAddr, enrolling node, and mints its operator token offline.
@@ -128,70 +122,22 @@ func (g *gateway) start(point testhook.Point) {
 	if point != "" {
 		cmd.Env = append(cmd.Env, testhook.EnvPause+"="+string(point))
 	}
-	cmd.Stdout = io.Discard
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		g.t.Fatal(err)
-	}
-	exited, paused := make(chan struct{}), make(chan testhook.Point, 8)
+	paused := make(chan testhook.Point, 8)
 	g.mu.Lock()
-	g.cmd, g.exited, g.paused = cmd, exited, paused
+	g.paused = paused
 	g.mu.Unlock()
-	addr := make(chan string, 1)
-	lines := make(chan struct{})
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			g.mu.Lock()
-			g.log.WriteString(line + "\n")
-			g.mu.Unlock()
-			if p, ok := strings.CutPrefix(line, testhook.PausedLine("")); ok {
-				paused <- testhook.Point(p)
-			}
-			if m := listening.FindStringSubmatch(line); m != nil {
-				addr <- m[1]
-			}
+	g.url = "http://" + g.proc.Start(g.t, cmd, 60*time.Second, func(line string) {
+		if p, ok := strings.CutPrefix(line, testhook.PausedLine("")); ok {
+			paused <- testhook.Point(p)
 		}
-	}()
-	go func() { <-lines; _ = cmd.Wait(); close(exited) }()
-	select {
-	case a := <-addr:
-		g.url = "http://" + a
-	case <-exited:
-		g.t.Fatalf("sandgate serve exited at start:\n%s", g.logText())
-	case <-time.After(60 * time.Second):
-		g.t.Fatalf("sandgate serve did not listen within 60 s:\n%s", g.logText())
-	}
+	})
 }
 
 // kill9 ends the process with SIGKILL: no shutdown code runs.
-func (g *gateway) kill9() { g.signal(os.Kill) }
+func (g *gateway) kill9() { g.proc.Signal(os.Kill, 20*time.Second) }
 
 // stop ends the process with SIGINT, as an operator would.
-func (g *gateway) stop() { g.signal(os.Interrupt) }
-
-func (g *gateway) signal(sig os.Signal) {
-	g.mu.Lock()
-	cmd, exited := g.cmd, g.exited
-	g.cmd = nil
-	g.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Signal(sig)
-	select {
-	case <-exited:
-	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-}
+func (g *gateway) stop() { g.proc.Signal(os.Interrupt, 20*time.Second) }
 
 // arm makes the running process pause at p (disarm with "").
 func (g *gateway) arm(p testhook.Point) {
@@ -223,11 +169,7 @@ func (g *gateway) pausedAt(done <-chan struct{}) testhook.Point {
 	}
 }
 
-func (g *gateway) logText() string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.log.String()
-}
+func (g *gateway) logText() string { return g.proc.Log() }
 
 // client is an API client of the running process with tok.
 func (g *gateway) client(tok string) *client.Client {

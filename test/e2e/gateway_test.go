@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -12,13 +11,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
 
 	"sandgate/gateway/client"
+	"sandgate/test/testbin"
 )
 
 // gwNode is a node a test's gateway enrolls at start.
@@ -65,13 +64,8 @@ type gw struct {
 	bin       string            // the binary start runs
 	env       []string          // added to its environment
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	log    *bytes.Buffer
-	exited chan struct{}
+	proc testbin.Serve // every start's standard error is its log
 }
-
-var listeningAddr = regexp.MustCompile(`msg="sandgate gateway listening" addr=([0-9.:]+)`)
 
 // startGateway mints an operator token offline, writes the config and
 // starts the gateway; the test's cleanup stops it and purges its jobs.
@@ -185,81 +179,16 @@ func (g *gw) start(t testing.TB) {
 	if len(g.env) > 0 {
 		cmd.Env = append(os.Environ(), g.env...)
 	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout = io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	g.mu.Lock()
-	g.cmd, g.exited = cmd, make(chan struct{})
-	if g.log == nil {
-		g.log = &bytes.Buffer{}
-	}
-	logBuf := g.log
-	g.mu.Unlock()
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			g.mu.Lock()
-			logBuf.WriteString(line + "\n")
-			g.mu.Unlock()
-			if m := listeningAddr.FindStringSubmatch(line); m != nil {
-				select {
-				case addr <- m[1]:
-				default:
-				}
-			}
-		}
-	}()
-	exited := g.exited
-	go func() { _ = cmd.Wait(); close(exited) }()
-	select {
-	case a := <-addr:
-		g.url = "http://" + a
-	case <-exited:
-		t.Fatalf("sandgate serve exited at start:\n%s", g.logText())
-	case <-time.After(90 * time.Second):
-		t.Fatalf("sandgate serve did not listen within 90 s:\n%s", g.logText())
-	}
+	g.url = "http://" + g.proc.Start(t, cmd, 90*time.Second, nil)
 }
 
 // stop ends the gateway with SIGINT, as an operator would.
-func (g *gw) stop() { g.signal(os.Interrupt) }
+func (g *gw) stop() { g.proc.Signal(os.Interrupt, 30*time.Second) }
 
 // kill9 ends the gateway with SIGKILL: no shutdown code runs.
-func (g *gw) kill9() { g.signal(os.Kill) }
+func (g *gw) kill9() { g.proc.Signal(os.Kill, 30*time.Second) }
 
-func (g *gw) signal(sig os.Signal) {
-	g.mu.Lock()
-	cmd, exited := g.cmd, g.exited
-	g.cmd = nil
-	g.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Signal(sig)
-	select {
-	case <-exited:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-}
-
-func (g *gw) logText() string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.log == nil {
-		return ""
-	}
-	return g.log.String()
-}
+func (g *gw) logText() string { return g.proc.Log() }
 
 // purgeJobs removes what the test left in its namespace, even after a
 // failure.

@@ -1,6 +1,8 @@
-// Package testbin builds the sandgate binary and runs `sandgate dev` for the
-// black-box tests under test/ (integration, browser): one way to start the
-// product as an operator would, shared by every test that needs it.
+// Package testbin builds the sandgate binary and runs it for the
+// black-box tests under test/: `sandgate dev` (integration, browser) and
+// `sandgate serve` child processes that a test kills and restarts (crash,
+// e2e). One way to start the product as an operator would, shared by every
+// test that needs it.
 package testbin
 
 import (
