@@ -251,6 +251,7 @@ func (s *Server) routes() []route {
 		{method: http.MethodDelete, path: "/v1/tokens/:jti", handler: s.revokeToken},
 
 		{method: http.MethodGet, path: "/v1/decisions", handler: s.listDecisions},
+		{method: http.MethodGet, path: "/v1/policy", handler: s.getPolicy},
 	}
 }
 

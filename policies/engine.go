@@ -83,6 +83,8 @@ type Engine struct {
 // compiled is one bundle revision, compiled and prepared.
 type compiled struct {
 	revision string
+	digest   string    // BundleDigest of the files it was built from
+	loadedAt time.Time // when it was built
 	queries  map[Entrypoint]rego.PreparedEvalQuery
 	rules    []Rule
 	settings Settings
@@ -136,8 +138,14 @@ func build(ctx context.Context, cfg Config) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
+	digest, err := BundleDigest(fsys)
+	if err != nil {
+		return nil, err
+	}
 	c := &compiled{
 		revision: b.Manifest.Revision,
+		digest:   digest,
+		loadedAt: time.Now().UTC(),
 		queries:  make(map[Entrypoint]rego.PreparedEvalQuery, len(Entrypoints)),
 		rules:    rules,
 		settings: settings,
@@ -161,6 +169,23 @@ func build(ctx context.Context, cfg Config) (*compiled, error) {
 
 // Revision is the serving bundle's .manifest revision.
 func (e *Engine) Revision() string { return e.cur.Load().revision }
+
+// Info describes the serving bundle, for the reviewers who read it (GET
+// /v1/policy): its revision, its digest (BundleDigest), when it was
+// loaded, and its annotated rules. Revision, digest and rules always come
+// from one bundle, even while a reload swaps it.
+type Info struct {
+	Revision string
+	Digest   string
+	LoadedAt time.Time
+	Rules    []Rule
+}
+
+// Info returns what describes the serving bundle.
+func (e *Engine) Info() Info {
+	c := e.cur.Load()
+	return Info{Revision: c.revision, Digest: c.digest, LoadedAt: c.loadedAt, Rules: append([]Rule(nil), c.rules...)}
+}
 
 // Rules lists the serving bundle's annotated rules, sorted by entrypoint and id.
 func (e *Engine) Rules() []Rule {

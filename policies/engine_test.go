@@ -419,3 +419,48 @@ func TestParseEntrypoint(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestTheDigestNamesTheBundlesFiles(t *testing.T) {
+	t.Parallel()
+	embedded, err := BundleDigest(EmbeddedBundle())
+	if err != nil || len(embedded) != 64 {
+		t.Fatalf("digest of the embedded bundle: %q, %v", embedded, err)
+	}
+	same := copyBundle(t)
+	if d, err := BundleDigest(os.DirFS(same)); err != nil || d != embedded {
+		t.Fatalf("a copy of the embedded bundle digests to %q (%v), the bundle to %q", d, err, embedded)
+	}
+	writeFile(t, filepath.Join(same, "README.md"), "not part of the bundle")
+	if d, _ := BundleDigest(os.DirFS(same)); d != embedded {
+		t.Fatalf("a file the engine does not read changed the digest")
+	}
+	edits := map[string]func(dir string){
+		"a changed byte of data.json": func(dir string) {
+			b, err := os.ReadFile(filepath.Join(dir, "data.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(dir, "data.json"), strings.Replace(string(b), `"sandgate-sbx-"`, `"sandgate-sbY-"`, 1))
+		},
+		"an added test": func(dir string) {
+			writeFile(t, filepath.Join(dir, "authz", "zz_test.rego"), smallTest(Authz))
+		},
+		"a renamed rule file": func(dir string) {
+			if err := os.Rename(filepath.Join(dir, "lib", "nodes.rego"), filepath.Join(dir, "lib", "nodes2.rego")); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+	for name, edit := range edits {
+		dir := copyBundle(t)
+		edit(dir)
+		if d, err := BundleDigest(os.DirFS(dir)); err != nil || d == embedded {
+			t.Errorf("%s: digest %q (%v) unchanged", name, d, err)
+		}
+	}
+	e := newEngine(t)
+	info := e.Info()
+	if info.Digest != embedded || info.Revision != e.Revision() || len(info.Rules) != len(e.Rules()) || info.LoadedAt.IsZero() {
+		t.Fatalf("Info() = %+v, want the embedded bundle's digest %s, revision and rules", info, embedded)
+	}
+}

@@ -20,7 +20,13 @@ type Rule struct {
 	Severity    string     `json:"severity"`    // custom.severity: critical, high, medium or low
 	Entrypoint  Entrypoint `json:"entrypoint"`  // the decision it belongs to
 	Location    string     `json:"location"`    // file:row in the bundle
+	// Mode is how a violation of the rule is enforced: ModeDeny, the only
+	// mode this engine has (a violation refuses the request).
+	Mode string `json:"mode"`
 }
+
+// ModeDeny is the enforcement mode of every rule: a violation refuses.
+const ModeDeny = "deny"
 
 // denyRuleName is the partial set every denying rule contributes to.
 const denyRuleName = ast.Var("violations")
@@ -68,7 +74,7 @@ func rulesOf(b *bundle.Bundle) ([]Rule, error) {
 				problems = append(problems, loc+": "+err.Error())
 				continue
 			}
-			rule.Entrypoint, rule.Location = ep, loc
+			rule.Entrypoint, rule.Location, rule.Mode = ep, loc, ModeDeny
 			rules = append(rules, rule)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"sandgate/policies"
 )
 
 // runCLI runs the CLI in-process and returns its exit code and outputs.
@@ -167,4 +169,27 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(m.Run())
+}
+
+// `policy info` prints the digest GET /v1/policy reports, for the
+// embedded bundle and for the same files on disk alike.
+func TestPolicyInfoPrintsTheBundleDigest(t *testing.T) {
+	t.Parallel()
+	want, err := policies.BundleDigest(policies.EmbeddedBundle())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"policy", "info", "--format", "json"}, {"policy", "info", "--format", "json", "--policy-dir", "../../policies"}} {
+		code, out, stderr := runCLI(t, "", args...)
+		var doc struct {
+			Digest          string `json:"digest"`
+			DigestAlgorithm string `json:"digest_algorithm"`
+		}
+		if code != exitOK || json.Unmarshal([]byte(out), &doc) != nil {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out, stderr)
+		}
+		if doc.Digest != want || doc.DigestAlgorithm != policies.DigestAlgorithm {
+			t.Errorf("%v: digest %q (%s), want %q (%s)", args, doc.Digest, doc.DigestAlgorithm, want, policies.DigestAlgorithm)
+		}
+	}
 }

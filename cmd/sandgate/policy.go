@@ -95,26 +95,31 @@ func newPolicyInfoCmd() *cobra.Command {
 	var policyDir, format string
 	cmd := &cobra.Command{
 		Use:   "info [--format text|json|markdown]",
-		Short: "Print the bundle revision and every rule that can deny",
-		Long: `Print the bundle revision and every rule that can deny: its SPEC id, title,
-severity and entrypoint. Loading fails if any such rule lacks its METADATA
-(title, description, custom.id, custom.severity).`,
+		Short: "Print the bundle revision, digest and every rule that can deny",
+		Long: `Print the bundle revision, its digest (the one GET /v1/policy reports for the
+bundle in force, so a reviewer can tell whether it is the one reviewed) and
+every rule that can deny: its SPEC id, title, severity and entrypoint.
+Loading fails if any such rule lacks its METADATA (title, description,
+custom.id, custom.severity).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			engine, err := loadEngine(cmd, policyDir)
 			if err != nil {
 				return err
 			}
-			rules := engine.Rules()
+			info := engine.Info()
+			rules := info.Rules
 			switch format {
 			case "text":
 			case "markdown":
-				return writeRuleTable(cmd.OutOrStdout(), engine.Revision(), rules)
+				return writeRuleTable(cmd.OutOrStdout(), info.Revision, rules)
 			case "json":
 				doc, err := json.Marshal(struct {
-					Revision string          `json:"revision"`
-					Rules    []policies.Rule `json:"rules"`
-				}{engine.Revision(), rules})
+					Revision        string          `json:"revision"`
+					Digest          string          `json:"digest"`
+					DigestAlgorithm string          `json:"digest_algorithm"`
+					Rules           []policies.Rule `json:"rules"`
+				}{info.Revision, info.Digest, policies.DigestAlgorithm, rules})
 				if err != nil {
 					return err
 				}
@@ -123,7 +128,8 @@ severity and entrypoint. Loading fails if any such rule lacks its METADATA
 				return fmt.Errorf("--format %q: want text, json or markdown", format)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintf(w, "revision\t%s\n\n", engine.Revision())
+			fmt.Fprintf(w, "revision\t%s\n", info.Revision)
+			fmt.Fprintf(w, "digest\t%s (%s)\n\n", info.Digest, policies.DigestAlgorithm)
 			fmt.Fprintln(w, "ID\tSEVERITY\tENTRYPOINT\tTITLE")
 			for _, r := range rules {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.ID, r.Severity, r.Entrypoint, r.Title)

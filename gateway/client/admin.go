@@ -106,3 +106,11 @@ func (c *Client) Decisions(ctx context.Context, limit int) ([]Decision, error) {
 	}
 	return out.Decisions, nil
 }
+
+// Policy is GET /v1/policy (operators): the policy bundle in force, with
+// every rule a reviewer reads.
+func (c *Client) Policy(ctx context.Context) (Policy, error) {
+	var out Policy
+	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/policy", out: &out})
+	return out, err
+}

@@ -250,3 +250,27 @@ type Decision struct {
 	// Error is set when the engine failed (and the request was refused).
 	Error string `json:"error,omitempty"`
 }
+
+// Policy is the policy bundle a gateway serves (GET /v1/policy).
+type Policy struct {
+	Revision string `json:"revision"`
+	// Digest identifies the bundle's files; DigestAlgorithm says how
+	// (sha256-files-v1: the SHA-256 over each file's path and bytes).
+	Digest          string       `json:"digest"`
+	DigestAlgorithm string       `json:"digest_algorithm"`
+	LoadedAt        string       `json:"loaded_at"`
+	Signed          bool         `json:"signed"`
+	Rules           []PolicyRule `json:"rules"`
+}
+
+// PolicyRule is one annotated rule of the bundle.
+type PolicyRule struct {
+	ID          string `json:"id"`
+	Title       string `json:"title"`
+	Description string `json:"description"`
+	Severity    string `json:"severity"` // critical, high, medium or low
+	Entrypoint  string `json:"entrypoint"`
+	// Mode is how a violation is enforced: "deny" refuses the request.
+	Mode     string `json:"mode"`
+	Location string `json:"location"` // file:row in the bundle
+}

@@ -318,6 +318,7 @@ func TestTheNodesAgentCrashingMidExec(t *testing.T) {
 	}
 	checkConsistentOn(t, g, node, "after the agent came back")
 	eventually(t, 60*time.Second, "the sandbox's containers removed", func() bool { return containersOf(sb.id) == 0 })
+	g.waitNodeReady(t, node)
 	g.laterRequestsSucceed(t, node)
 }
 
@@ -344,14 +345,14 @@ func TestAnAllocationThatNeverStartsFailsItsSandbox(t *testing.T) {
 	expectAnswer(t, "create on a hung node", r, unavailable)
 	checkConsistentOn(t, g, node, "after the create on a hung node")
 	a.thaw()
-	waitNodeReady(t, node)
+	g.waitNodeReady(t, node)
 
 	id, m := g.createAndThen(t, p, a.freeze, sandboxBody(node, "wait_seconds", 2), "create whose node hung once Nomad took the job")
 	failedOrEnded(t, g, node, id, m, []string{"start_timeout", "placement_failed"})
 	a.thaw()
 	eventually(t, 60*time.Second, "no container of the sandbox that never started", func() bool { return containersOf(id) == 0 })
 	checkConsistentOn(t, g, node, "after the agent resumed")
-	waitNodeReady(t, node)
+	g.waitNodeReady(t, node)
 	g.laterRequestsSucceed(t, node)
 }
 
@@ -370,7 +371,7 @@ func TestANodeVanishingMidCreate(t *testing.T) {
 	if err := a.restart(suite.nomadBin); err != nil {
 		t.Fatal(err)
 	}
-	waitNodeReady(t, node)
+	g.waitNodeReady(t, node)
 	eventually(t, 60*time.Second, "no container of the sandbox whose node vanished", func() bool { return containersOf(id) == 0 })
 	checkConsistentOn(t, g, node, "after the agent came back")
 	g.laterRequestsSucceed(t, node)
@@ -432,17 +433,42 @@ func failedOrEnded(t *testing.T, g *gw, node, id string, m map[string]any, reaso
 	}
 }
 
-// waitNodeReady waits until Nomad reports the node ready again.
-func waitNodeReady(t *testing.T, name string) {
+// waitNodeReady waits until Nomad reports the node ready again, and the
+// gateway too: it reads nodes through a cache of a few seconds, and until
+// it has seen the node ready it refuses creates on it (P3), as it should.
+func (g *gw) waitNodeReady(t *testing.T, name string) {
 	t.Helper()
-	eventually(t, 90*time.Second, "node "+name+" ready again", func() bool {
+	eventually(t, 90*time.Second, "node "+name+" ready again, in Nomad and in the gateway's view", func() bool {
 		nodes, _, err := suite.api.Nodes().List(nil)
 		if err != nil {
 			return false
 		}
+		ready := false
 		for _, n := range nodes {
 			if n.Name == name {
-				return n.Status == "ready" && n.SchedulingEligibility == "eligible"
+				ready = n.Status == "ready" && n.SchedulingEligibility == "eligible"
+			}
+		}
+		if !ready {
+			return false
+		}
+		r := g.do(t, http.MethodGet, "/v1/hosts", g.operator, nil)
+		var hosts struct {
+			Hosts []struct {
+				Name  string `json:"name"`
+				Nomad struct {
+					Status      string `json:"status"`
+					Eligibility string `json:"eligibility"`
+					Drain       bool   `json:"drain"`
+				} `json:"nomad"`
+			} `json:"hosts"`
+		}
+		if r.status != http.StatusOK || json.Unmarshal(r.body, &hosts) != nil {
+			return false
+		}
+		for _, h := range hosts.Hosts {
+			if h.Name == name {
+				return h.Nomad.Status == "ready" && h.Nomad.Eligibility == "eligible" && !h.Nomad.Drain
 			}
 		}
 		return false
