@@ -10,7 +10,7 @@ BUNDLE   := policies/
 REGO_COVERAGE_THRESHOLD := 90
 BUILD    := .build
 
-.PHONY: system-deps docs all test run build vet lint gofmt-check policy policy-fmt policy-check policy-test policy-lint go-test bench fuzz soak clean
+.PHONY: system-deps docs all test run build vet lint gofmt-check policy policy-fmt policy-check policy-test policy-lint go-test bench bench-latency fuzz soak clean
 
 all: test
 
@@ -78,6 +78,7 @@ go-test:
 	$(GO) test -race -count=1 $(HOOK_TAGS) ./gateway/testhook/
 
 ## bench: the policy decision benchmarks (see docs/benchmarks.md)
+## (bench-latency: the authz and admission decisions against the baseline revision, through benchstat)
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -count=5 ./policies/
 	$(GO) test -run='^$$' -bench=Gateway -benchmem -count=5 ./gateway/
@@ -134,3 +135,9 @@ docs: build
 	$(BUILD)/sandgate policy info --format markdown > $(BUILD)/rules.md
 	awk -v f=$(BUILD)/rules.md '/<!-- rule-table:begin -->/{print; while ((getline l < f) > 0) print l; skip=1; next} /<!-- rule-table:end -->/{skip=0} !skip' docs/policies.md > $(BUILD)/policies.md
 	mv $(BUILD)/policies.md docs/policies.md
+
+## bench-latency: authz and admission decision latency, baseline revision vs the current bundle (docs/benchmarks.md)
+bench-latency:
+	@mkdir -p $(BUILD)
+	$(GO) test -run='^$$' -bench='DecisionLatency' -benchmem -count=$${COUNT:-10} ./policies/ | tee $(BUILD)/latency.txt
+	$(GO) tool -modfile=tools/go.mod benchstat -col /bundle $(BUILD)/latency.txt
