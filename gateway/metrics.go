@@ -27,6 +27,8 @@ type metrics struct {
 	reaped         *prometheus.CounterVec
 	reconcileFixes *prometheus.CounterVec
 	pruned         prometheus.Counter
+	reloads        *prometheus.CounterVec
+	reloadTime     prometheus.Histogram
 	// routes are the route templates a request's route label may take;
 	// anything else (an unmatched path) is "unmatched".
 	routes map[string]bool
@@ -85,11 +87,18 @@ func newMetrics(reg *prometheus.Registry, st store.Store) (*metrics, error) {
 			Name: "sandgate_reconcile_actions_total", Help: "Reconciliation actions by kind (orphan_job_purged, record_ended).",
 		}, []string{"action"}),
 	}
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sandgate_policy_reloads_total", Help: "Policy bundle reloads by cause (signal, file) and result (applied, refused).",
+	}, []string{"cause", "result"})
+	m.reloadTime = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "sandgate_policy_reload_duration_seconds", Help: "Time to build, verify, test and swap a policy bundle.",
+		Buckets: prometheus.ExponentialBuckets(0.05, 2, 10),
+	})
 	m.pruned = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sandgate_sandbox_records_pruned_total", Help: "Terminal sandbox records deleted past their retention.",
 	})
 	cs := []prometheus.Collector{m.requests, m.decisionTime, m.decisions, m.violations, m.nomadTime,
-		m.nomadErrors, m.reaped, m.reconcileFixes, m.pruned, &stateCollector{st: st}}
+		m.nomadErrors, m.reaped, m.reconcileFixes, m.pruned, m.reloads, m.reloadTime, &stateCollector{st: st}}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -119,6 +128,21 @@ func (m *metrics) observeDecision(d policies.Decision, err error) {
 			m.violations.WithLabelValues(ep, r).Inc()
 		}
 	}
+}
+
+// ObservePolicyReload counts one reload of the policy bundle (cause
+// "signal" or "file") and its time; refused says the old bundle kept
+// serving.
+func (s *Server) ObservePolicyReload(cause string, took time.Duration, refused bool) {
+	result := "applied"
+	if refused {
+		result = "refused"
+	}
+	if cause != "signal" && cause != "file" {
+		cause = "other"
+	}
+	s.metrics.reloads.WithLabelValues(cause, result).Inc()
+	s.metrics.reloadTime.Observe(took.Seconds())
 }
 
 // ObserveNomad is the nomad.Config.Observe hook: latency and errors per call.

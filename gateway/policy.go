@@ -17,9 +17,11 @@ type policyView struct {
 	Digest          string    `json:"digest"`
 	DigestAlgorithm string    `json:"digest_algorithm"`
 	LoadedAt        time.Time `json:"loaded_at"`
-	// Signed says whether the bundle was verified against a signature;
-	// this gateway serves only unsigned bundles (embedded or a directory).
-	Signed bool `json:"signed"`
+	// Signed says whether the bundle's signature was verified (a bundle
+	// file served with policy.verification_key); Signer is the key id
+	// that signed it.
+	Signed bool   `json:"signed"`
+	Signer string `json:"signer,omitempty"`
 	// Rules are every annotated rule that can deny, sorted by entrypoint
 	// and id, with its enforcement mode.
 	Rules []policies.Rule `json:"rules"`
@@ -31,6 +33,6 @@ func (s *Server) getPolicy(c echo.Context) error {
 	info := s.cfg.Engine.Info()
 	return c.JSON(http.StatusOK, policyView{
 		Revision: info.Revision, Digest: info.Digest, DigestAlgorithm: policies.DigestAlgorithm,
-		LoadedAt: info.LoadedAt, Rules: info.Rules,
+		LoadedAt: info.LoadedAt, Signed: info.Signer != "", Signer: info.Signer, Rules: info.Rules,
 	})
 }

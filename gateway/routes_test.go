@@ -2,10 +2,7 @@ package gateway_test
 
 import (
 	"encoding/json"
-	"io/fs"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +11,7 @@ import (
 	"sandgate/gateway/token"
 	"sandgate/nomad/nomadsim"
 	"sandgate/policies"
+	"sandgate/policies/policytest"
 	"sandgate/store"
 )
 
@@ -41,29 +39,7 @@ func denyAllBundle(t *testing.T) string {
 // through edit.
 func copyBundle(t *testing.T, edit func(path string, data []byte) ([]byte, error)) string {
 	t.Helper()
-	dir := t.TempDir()
-	b := policies.EmbeddedBundle()
-	err := fs.WalkDir(b, ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := fs.ReadFile(b, path)
-		if err != nil {
-			return err
-		}
-		if data, err = edit(path, data); err != nil {
-			return err
-		}
-		out := filepath.Join(dir, path)
-		if err := os.MkdirAll(filepath.Dir(out), 0o700); err != nil {
-			return err
-		}
-		return os.WriteFile(out, data, 0o600)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return policytest.Copy(t, policies.EmbeddedBundle(), edit)
 }
 
 // publicPaths is the test's own list of the routes that take no token:

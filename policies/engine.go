@@ -67,8 +67,15 @@ var (
 // Config says where the engine's bundle comes from.
 type Config struct {
 	// Dir is a bundle directory (.manifest, data.json, *.rego) to load instead
-	// of the embedded bundle. Empty means the embedded bundle.
+	// of the embedded bundle. Empty (and no BundleFile) means the embedded
+	// bundle.
 	Dir string
+	// BundleFile is a bundle tarball (`sandgate policy build`, `opa build`)
+	// to load instead of the embedded bundle.
+	BundleFile string
+	// Verify, when set, is the key that must have signed BundleFile: an
+	// unsigned, tampered or otherwise signed bundle is refused.
+	Verify *Verification
 	// VerifyTests runs the bundle's own Rego tests before it serves; a bundle
 	// whose tests fail, or that has none, is refused. Reload always verifies.
 	VerifyTests bool
@@ -84,6 +91,7 @@ type Engine struct {
 type compiled struct {
 	revision string
 	digest   string    // BundleDigest of the files it was built from
+	signer   string    // key id that verified its signature; empty if unsigned
 	loadedAt time.Time // when it was built
 	queries  map[Entrypoint]rego.PreparedEvalQuery
 	rules    []Rule
@@ -112,15 +120,25 @@ func (e *Engine) Reload(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	// The job prefix names every job this gateway owns (H9, L3): jobs
+	// already running under the old one would be orphaned.
+	if old := e.cur.Load(); old != nil && c.settings.Prefix != old.settings.Prefix {
+		return fmt.Errorf("%w: the bundle changes the job prefix from %q to %q, which a reload cannot do (restart the gateway)", ErrReloadRefused, old.settings.Prefix, c.settings.Prefix)
+	}
 	e.cur.Store(c)
 	return nil
 }
 
+// ErrReloadRefused means a bundle that would serve on its own cannot
+// replace the serving one.
+var ErrReloadRefused = errors.New("policies: reload refused")
+
 func build(ctx context.Context, cfg Config) (*compiled, error) {
-	fsys, err := bundleFS(cfg.Dir)
+	src, err := readSource(cfg)
 	if err != nil {
 		return nil, err
 	}
+	fsys := src.fsys
 	if cfg.VerifyTests {
 		if _, err := RunTests(ctx, fsys); err != nil {
 			return nil, err
@@ -138,13 +156,10 @@ func build(ctx context.Context, cfg Config) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	digest, err := BundleDigest(fsys)
-	if err != nil {
-		return nil, err
-	}
 	c := &compiled{
 		revision: b.Manifest.Revision,
-		digest:   digest,
+		digest:   src.digest,
+		signer:   src.signer,
 		loadedAt: time.Now().UTC(),
 		queries:  make(map[Entrypoint]rego.PreparedEvalQuery, len(Entrypoints)),
 		rules:    rules,
@@ -177,6 +192,9 @@ func (e *Engine) Revision() string { return e.cur.Load().revision }
 type Info struct {
 	Revision string
 	Digest   string
+	// Signer is the key id that verified the bundle's signature; empty
+	// when the bundle was not verified (a directory, the embedded bundle).
+	Signer   string
 	LoadedAt time.Time
 	Rules    []Rule
 }
@@ -184,7 +202,7 @@ type Info struct {
 // Info returns what describes the serving bundle.
 func (e *Engine) Info() Info {
 	c := e.cur.Load()
-	return Info{Revision: c.revision, Digest: c.digest, LoadedAt: c.loadedAt, Rules: append([]Rule(nil), c.rules...)}
+	return Info{Revision: c.revision, Digest: c.digest, Signer: c.signer, LoadedAt: c.loadedAt, Rules: append([]Rule(nil), c.rules...)}
 }
 
 // Rules lists the serving bundle's annotated rules, sorted by entrypoint and id.

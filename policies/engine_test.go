@@ -3,7 +3,6 @@ package policies
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+
+	"sandgate/policies/policytest"
 )
 
 // newEngine compiles the embedded bundle once per test.
@@ -26,27 +27,7 @@ func newEngine(t testing.TB) *Engine {
 }
 
 // copyBundle writes the embedded bundle to a temp dir and returns the dir.
-func copyBundle(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	err := fs.WalkDir(bundleFiles, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dir, p), 0o750)
-		}
-		b, err := fs.ReadFile(bundleFiles, p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dir, p), b, 0o600)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
+func copyBundle(t *testing.T) string { return policytest.Copy(t, bundleFiles, nil) }
 
 // copyBundleWithSmallTests is copyBundle with each entrypoint's Rego tests
 // replaced by one small test of its own (an empty input is denied). Reload
@@ -55,32 +36,16 @@ func copyBundle(t *testing.T) string {
 // swap, not about those tests, which TestTheEmbeddedBundlesTestsPassInProcess
 // and `opa test` run in full.
 func copyBundleWithSmallTests(t *testing.T) string {
-	t.Helper()
-	dir := copyBundle(t)
-	tests, err := filepath.Glob(filepath.Join(dir, "*", "*_test.rego"))
-	if err != nil || len(tests) == 0 {
-		t.Fatalf("the copied bundle's tests: %v, %v", tests, err)
+	eps := make([]string, len(Entrypoints))
+	for i, ep := range Entrypoints {
+		eps[i] = string(ep)
 	}
-	for _, f := range tests {
-		if err := os.Remove(f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, ep := range Entrypoints {
-		writeFile(t, filepath.Join(dir, string(ep), "small_test.rego"), smallTest(ep))
-	}
-	return dir
+	return policytest.CopyWithSmallTests(t, bundleFiles, eps)
 }
 
 // smallTest is one Rego test of entrypoint ep that passes on the embedded
 // bundle: an empty input is denied.
-func smallTest(ep Entrypoint) string {
-	return "package sandgate." + string(ep) + "_test\n\n" +
-		"test_an_empty_input_is_denied if {\n" +
-		"\td := data.sandgate." + string(ep) + ".decision with input as {}\n" +
-		"\td.allow == false\n" +
-		"}\n"
-}
+func smallTest(ep Entrypoint) string { return policytest.SmallTest(string(ep)) }
 
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()
@@ -90,10 +55,7 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 // setRevision rewrites the revision in a copied bundle's manifest.
-func setRevision(t *testing.T, dir, rev string) {
-	t.Helper()
-	writeFile(t, filepath.Join(dir, ".manifest"), `{"revision": "`+rev+`", "roots": ["sandgate"], "rego_version": 1}`)
-}
+func setRevision(t *testing.T, dir, rev string) { policytest.SetRevision(t, dir, rev) }
 
 func TestEngineServesTheEmbeddedBundle(t *testing.T) {
 	t.Parallel()

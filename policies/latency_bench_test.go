@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+
+	"sandgate/policies/policytest"
 )
 
 // baselineBundle is the bundle revision the decision latency targets are
@@ -169,7 +172,7 @@ func untar(file, dir string) error {
 	tr := tar.NewReader(zr)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
@@ -179,7 +182,7 @@ func untar(file, dir string) error {
 			continue
 		}
 		name := filepath.Join(dir, filepath.FromSlash(strings.TrimPrefix(filepath.Clean("/"+h.Name), "/")))
-		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(name), 0o750); err != nil {
 			return err
 		}
 		out, err := os.Create(name)
@@ -187,11 +190,25 @@ func untar(file, dir string) error {
 			return err
 		}
 		if _, err := io.Copy(out, io.LimitReader(tr, 1<<20)); err != nil {
-			out.Close()
+			_ = out.Close()
 			return err
 		}
 		if err := out.Close(); err != nil {
 			return err
+		}
+	}
+}
+
+// BenchmarkReload is one hot reload of the full bundle from a directory,
+// as SIGHUP or a file change runs it: load, compile, the bundle's own Rego
+// tests in process (all of them), prepare every entrypoint, swap.
+func BenchmarkReload(b *testing.B) {
+	e := newEngine(b)
+	dir := policytest.Copy(b, bundleFiles, nil)
+	ctx := context.Background()
+	for b.Loop() {
+		if err := e.Reload(ctx, Config{Dir: dir}); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

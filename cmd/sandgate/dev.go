@@ -59,7 +59,7 @@ control-plane node, and says so loudly: nothing is executed.`,
 			if tokenFile == "" {
 				tokenFile = filepath.Join(dataDir, "operator.token")
 			}
-			o := gatewayOptions{Listen: listen, DataDir: dataDir, PolicyDir: policyDir, Nomad: nomad.DefaultConfig()}
+			o := gatewayOptions{Listen: listen, DataDir: dataDir, Policy: policies.Config{Dir: policyDir}, WatchPolicy: policyDir != "", Nomad: nomad.DefaultConfig()}
 			if ncfg, ok := nomadFromEnv(); ok {
 				o.Nomad = ncfg
 				for _, spec := range enroll {

@@ -9,7 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"sandgate/gateway"
@@ -17,6 +20,7 @@ import (
 	"sandgate/gateway/token"
 	"sandgate/nomad"
 	"sandgate/policies"
+	"sandgate/policies/watch"
 	"sandgate/store"
 	"sandgate/store/bolt"
 )
@@ -31,8 +35,13 @@ type gatewayOptions struct {
 	SigningKeyFile string // default <data>/signing.key
 	Issuer         string
 	Audience       string
-	PolicyDir      string
-	Nomad          nomad.Config
+	// Policy is where the bundle comes from (a directory, a signed bundle
+	// file, or the embedded bundle when empty).
+	Policy policies.Config
+	// WatchPolicy reloads a directory or bundle file when it changes;
+	// SIGHUP reloads it always.
+	WatchPolicy bool
+	Nomad       nomad.Config
 	// Simulated: Nomad is the built-in simulator (Nomad.Address points at it).
 	Simulated         bool
 	ReaperInterval    time.Duration
@@ -101,7 +110,9 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 	var parts openedParts
 	defer parts.close()
 
-	engine, err := policies.New(ctx, policies.Config{Dir: o.PolicyDir, VerifyTests: o.PolicyDir != ""})
+	policySrc := o.Policy
+	policySrc.VerifyTests = policySrc.Dir != "" || policySrc.BundleFile != ""
+	engine, err := policies.New(ctx, policySrc)
 	if err != nil {
 		return fmt.Errorf("policy bundle: %w", err)
 	}
@@ -185,6 +196,7 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	reloads := reloadPolicy(runCtx, engine, o.Policy, o.WatchPolicy, srv, log)
 	loops := make(chan struct{})
 	go func() { srv.Run(runCtx); close(loops) }()
 	serveErr := make(chan error, 1)
@@ -204,7 +216,60 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 	_ = hs.Shutdown(shutCtx)
 	stop()
 	<-loops
+	<-reloads
 	return nil
+}
+
+// reloadPolicy reloads the bundle on SIGHUP and, with watchFiles, when
+// its directory or file changes, until ctx is done; the returned channel
+// closes when it has stopped. Every reload is logged with its time; a
+// refused bundle is logged with its reason while the old one serves on.
+// With the embedded bundle SIGHUP is only logged: it cannot change.
+func reloadPolicy(ctx context.Context, engine *policies.Engine, src policies.Config, watchFiles bool, srv *gateway.Server, log *slog.Logger) <-chan struct{} {
+	done := make(chan struct{})
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	trigger := make(chan struct{})
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if src.Dir == "" && src.BundleFile == "" {
+					log.Warn("SIGHUP: the embedded policy bundle cannot be reloaded; serve policy.dir or policy.bundle_file to reload", "bundle_revision", engine.Revision())
+					continue
+				}
+				select {
+				case trigger <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	if src.Dir == "" && src.BundleFile == "" {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		err := watch.Run(ctx, watch.Config{Engine: engine, Source: src, Watch: watchFiles, Report: func(r watch.Result) {
+			srv.ObservePolicyReload(r.Cause, r.Took, r.Err != nil)
+			if r.Err != nil {
+				log.Error("policy bundle refused; the serving bundle is unchanged", "cause", r.Cause, "reason", r.Err.Error(),
+					"bundle_revision", r.Revision, "bundle_digest", r.Digest, "took_ms", r.Took.Milliseconds())
+				return
+			}
+			log.Info("policy bundle reloaded", "cause", r.Cause, "bundle_revision", r.Revision, "bundle_digest", r.Digest,
+				"took_ms", r.Took.Milliseconds())
+		}}, trigger)
+		if err != nil {
+			log.Error("policy reload is off", "reason", err.Error())
+		}
+	}()
+	return done
 }
 
 // version is set at build time (-ldflags "-X main.version=...").

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"sandgate/nomad"
+	"sandgate/policies"
 	"sandgate/store"
 )
 
@@ -36,9 +37,28 @@ type serveConfig struct {
 	TokenIssuer   string `json:"token_issuer"`
 	TokenAudience string `json:"token_audience"`
 	// PolicyDir is a bundle directory to serve instead of the embedded one;
-	// its own tests must pass before it serves.
+	// its own tests must pass before it serves. Older name of policy.dir.
 	PolicyDir string `json:"policy_dir"`
-	Nomad     struct {
+	// Policy is where the bundle comes from and how it is reloaded.
+	Policy struct {
+		// Dir is a bundle directory; BundleFile a bundle tarball
+		// (`sandgate policy build`). At most one; neither means the
+		// embedded bundle.
+		Dir        string `json:"dir"`
+		BundleFile string `json:"bundle_file"`
+		// VerificationKey is a PEM public key file: the bundle file must
+		// be signed by it, at start and at every reload.
+		VerificationKey string `json:"verification_key"`
+		// VerificationKeyID is the key id the signature must name
+		// (default "sandgate"); VerificationAlg the JWS algorithm
+		// (default: the key's own).
+		VerificationKeyID string `json:"verification_key_id"`
+		VerificationAlg   string `json:"verification_alg"`
+		// Watch reloads the bundle when its files change (default true
+		// for a directory or a bundle file); SIGHUP always reloads.
+		Watch *bool `json:"watch"`
+	} `json:"policy"`
+	Nomad struct {
 		Address string `json:"address"`
 		// TokenFile holds the Nomad ACL token (never put the token itself here).
 		TokenFile     string `json:"token_file"`
@@ -117,6 +137,18 @@ func loadServeConfig(path string) (gatewayOptions, error) {
 	if c.Nomad.Address == "" {
 		problems = append(problems, "nomad.address is required")
 	}
+	if c.PolicyDir != "" && c.Policy.Dir != "" {
+		problems = append(problems, "policy_dir and policy.dir name the same thing; keep policy.dir")
+	}
+	if c.Policy.Dir == "" {
+		c.Policy.Dir = c.PolicyDir
+	}
+	if c.Policy.Dir != "" && c.Policy.BundleFile != "" {
+		problems = append(problems, "policy.dir and policy.bundle_file: give one")
+	}
+	if c.Policy.VerificationKey != "" && c.Policy.BundleFile == "" {
+		problems = append(problems, "policy.verification_key verifies a policy.bundle_file, and none is given")
+	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		problems = append(problems, "tls.cert_file and tls.key_file go together")
 	}
@@ -136,10 +168,19 @@ func loadServeConfig(path string) (gatewayOptions, error) {
 		}
 		nc.Token = strings.TrimSpace(string(tok))
 	}
+	policy := policies.Config{Dir: c.Policy.Dir, BundleFile: c.Policy.BundleFile}
+	if c.Policy.VerificationKey != "" {
+		key, err := os.ReadFile(c.Policy.VerificationKey)
+		if err != nil {
+			return o, fmt.Errorf("policy.verification_key: %w", err)
+		}
+		policy.Verify = &policies.Verification{KeyPEM: string(key), KeyID: c.Policy.VerificationKeyID, Algorithm: c.Policy.VerificationAlg}
+	}
+	watch := c.Policy.Watch == nil || *c.Policy.Watch
 	o = gatewayOptions{
 		Listen: c.Listen, TLSCert: c.TLS.CertFile, TLSKey: c.TLS.KeyFile, DataDir: c.DataDir,
 		SigningKeyFile: c.SigningKeyFile, Issuer: c.TokenIssuer, Audience: c.TokenAudience,
-		PolicyDir: c.PolicyDir, Nomad: nc,
+		Policy: policy, WatchPolicy: watch, Nomad: nc,
 		ReaperInterval: time.Duration(c.ReaperInterval), ReconcileInterval: time.Duration(c.ReconcileInterval),
 		ReclaimInterval: time.Duration(c.ReclaimInterval), Retention: time.Duration(c.Retention),
 		StartTimeout:     time.Duration(c.StartTimeout),

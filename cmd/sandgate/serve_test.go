@@ -59,6 +59,9 @@ func TestServeConfigIsReadStrictly(t *testing.T) {
 		{"a certificate without a key", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"tls":{"cert_file":"c"}}`, "go together"},
 		{"a duration that is a number", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"reaper_interval":30}`, "duration"},
 		{"a node without a name", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"nodes":[{}]}`, "nodes[].name"},
+		{"a policy dir and a bundle file", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"policy":{"dir":"p","bundle_file":"b"}}`, "give one"},
+		{"both names of the policy dir", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"policy_dir":"p","policy":{"dir":"q"}}`, "keep policy.dir"},
+		{"a verification key without a bundle file", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"policy":{"dir":"p","verification_key":"k"}}`, "verifies a policy.bundle_file"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

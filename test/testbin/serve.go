@@ -99,6 +99,17 @@ func (s *Serve) Signal(sig os.Signal, grace time.Duration) {
 	}
 }
 
+// Send sends sig to the running process and returns; it does nothing
+// when no process runs.
+func (s *Serve) Send(sig os.Signal) {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd != nil {
+		_ = cmd.Process.Signal(sig)
+	}
+}
+
 // Log is everything every process wrote to standard error so far.
 func (s *Serve) Log() string {
 	s.mu.Lock()
