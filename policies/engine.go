@@ -76,6 +76,9 @@ type Config struct {
 	// Verify, when set, is the key that must have signed BundleFile: an
 	// unsigned, tampered or otherwise signed bundle is refused.
 	Verify *Verification
+	// Checks run on the built bundle before it serves, at start and at
+	// every reload (the gateway's escape audit); an error refuses it.
+	Checks []Check
 	// VerifyTests runs the bundle's own Rego tests before it serves; a bundle
 	// whose tests fail, or that has none, is refused. Reload always verifies.
 	VerifyTests bool
@@ -129,6 +132,34 @@ func (e *Engine) Reload(ctx context.Context, cfg Config) error {
 	return nil
 }
 
+// Decider is what evaluates decisions: the serving Engine, or a Candidate
+// bundle before it serves.
+type Decider interface {
+	Decide(ctx context.Context, ep Entrypoint, input ast.Value) (Decision, error)
+	Settings() Settings
+	Revision() string
+}
+
+// Check inspects a built bundle before it serves; an error refuses it.
+type Check func(ctx context.Context, candidate Decider) error
+
+// Candidate is a built bundle that does not serve yet.
+type Candidate struct{ c *compiled }
+
+// Decide evaluates the candidate bundle (see Engine.Decide).
+func (b *Candidate) Decide(ctx context.Context, ep Entrypoint, input ast.Value) (Decision, error) {
+	return b.c.decide(ctx, ep, input)
+}
+
+// Settings are the candidate's thresholds and defaults.
+func (b *Candidate) Settings() Settings { return b.c.settings }
+
+// Revision is the candidate's .manifest revision.
+func (b *Candidate) Revision() string { return b.c.revision }
+
+// ErrCheck wraps the error of a Check that refused a bundle.
+var ErrCheck = errors.New("policies: bundle check refused the bundle")
+
 // ErrReloadRefused means a bundle that would serve on its own cannot
 // replace the serving one.
 var ErrReloadRefused = errors.New("policies: reload refused")
@@ -179,6 +210,11 @@ func build(ctx context.Context, cfg Config) (*compiled, error) {
 		}
 		c.queries[ep] = pq
 	}
+	for _, check := range cfg.Checks {
+		if err := check(ctx, &Candidate{c: c}); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCheck, err)
+		}
+	}
 	return c, nil
 }
 
@@ -217,7 +253,10 @@ func (e *Engine) Settings() Settings { return e.cur.Load().settings }
 // carries an ID, the entrypoint and the revision, so a failure can be logged;
 // a non-nil error means no decision was made and the caller must deny.
 func (e *Engine) Decide(ctx context.Context, ep Entrypoint, input ast.Value) (Decision, error) {
-	c := e.cur.Load()
+	return e.cur.Load().decide(ctx, ep, input)
+}
+
+func (c *compiled) decide(ctx context.Context, ep Entrypoint, input ast.Value) (Decision, error) {
 	d := Decision{ID: newDecisionID(), Entrypoint: ep, Revision: c.revision}
 	pq, ok := c.queries[ep]
 	if !ok {

@@ -17,6 +17,7 @@ import (
 
 	"sandgate/gateway"
 	"sandgate/gateway/audit"
+	"sandgate/gateway/escape"
 	"sandgate/gateway/token"
 	"sandgate/nomad"
 	"sandgate/policies"
@@ -41,7 +42,10 @@ type gatewayOptions struct {
 	// WatchPolicy reloads a directory or bundle file when it changes;
 	// SIGHUP reloads it always.
 	WatchPolicy bool
-	Nomad       nomad.Config
+	// AcceptEscapes are the escape-audit cases the bundle may admit
+	// (logged); any other admitted case refuses the bundle.
+	AcceptEscapes []string
+	Nomad         nomad.Config
 	// Simulated: Nomad is the built-in simulator (Nomad.Address points at it).
 	Simulated         bool
 	ReaperInterval    time.Duration
@@ -110,6 +114,15 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 	var parts openedParts
 	defer parts.close()
 
+	// Every bundle, at start and at every reload, passes the escape audit.
+	escapeAudit, err := escape.Check(o.AcceptEscapes, func(revision string, f escape.Finding) {
+		log.Warn("the policy bundle admits a known-dangerous input, accepted by policy.accept_escapes",
+			"case", f.ID, "what", f.What, "rule", f.Rule, "bundle_revision", revision, "decision_id", f.DecisionID)
+	})
+	if err != nil {
+		return fmt.Errorf("policy.accept_escapes: %w", err)
+	}
+	o.Policy.Checks = append(o.Policy.Checks, escapeAudit)
 	policySrc := o.Policy
 	policySrc.VerifyTests = policySrc.Dir != "" || policySrc.BundleFile != ""
 	engine, err := policies.New(ctx, policySrc)

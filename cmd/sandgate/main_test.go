@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"sandgate/policies"
+	"sandgate/policies/policytest"
 )
 
 // runCLI runs the CLI in-process and returns its exit code and outputs.
@@ -190,6 +191,39 @@ func TestPolicyInfoPrintsTheBundleDigest(t *testing.T) {
 		}
 		if doc.Digest != want || doc.DigestAlgorithm != policies.DigestAlgorithm {
 			t.Errorf("%v: digest %q (%s), want %q (%s)", args, doc.Digest, doc.DigestAlgorithm, want, policies.DigestAlgorithm)
+		}
+	}
+}
+
+// `policy audit` passes the shipped bundle and exits 3, listing what it
+// admits, for one whose admission decision no longer counts H1.
+func TestPolicyAuditExitsThreeOnABundleThatAdmitsPrivileged(t *testing.T) {
+	t.Parallel()
+	if code, out, stderr := runCLI(t, "", "policy", "audit"); code != exitOK || !strings.Contains(out, "0 admitted") {
+		t.Fatalf("the shipped bundle: exit %d\n%s%s", code, out, stderr)
+	}
+	const decision = `decision := {"allow": count(violations) == 0, "violations": violations}`
+	found := false
+	dir := policytest.EditFile(t, policytest.Copy(t, policies.EmbeddedBundle(), nil), "admission/admission.rego", func(b []byte) []byte {
+		found = strings.Contains(string(b), decision)
+		return []byte(strings.Replace(string(b), decision, `decision := {"allow": count(_kept) == 0, "violations": _kept}
+
+_kept := {v | some v in violations; v.rule != "H1"}`, 1))
+	}, &found)
+	code, out, stderr := runCLI(t, "", "policy", "audit", "--policy-dir", dir, "--format", "json")
+	var doc struct {
+		Admitted int `json:"admitted"`
+		Cases    []struct {
+			ID       string `json:"id"`
+			Admitted bool   `json:"admitted"`
+		} `json:"cases"`
+	}
+	if code != exitDenied || json.Unmarshal([]byte(out), &doc) != nil || doc.Admitted == 0 {
+		t.Fatalf("the loosened bundle: exit %d\n%s%s", code, out, stderr)
+	}
+	for _, c := range doc.Cases {
+		if c.ID == "job/privileged-true" && !c.Admitted {
+			t.Fatalf("job/privileged-true is not listed as admitted: %s", out)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"sandgate/gateway/escape"
 	"sandgate/policies"
 )
 
@@ -21,7 +22,7 @@ func newPolicyCmd() *cobra.Command {
 		Use:   "policy",
 		Short: "Inspect, test and evaluate the Rego policy bundle",
 	}
-	cmd.AddCommand(newPolicyEvalCmd(), newPolicyInfoCmd(), newPolicyTestCmd(), newPolicyBuildCmd())
+	cmd.AddCommand(newPolicyEvalCmd(), newPolicyInfoCmd(), newPolicyTestCmd(), newPolicyBuildCmd(), newPolicyAuditCmd())
 	return cmd
 }
 
@@ -270,4 +271,113 @@ func writeFileAtomic(name string, data []byte, perm os.FileMode) error {
 		return err
 	}
 	return os.Rename(tmp, name)
+}
+
+// bundleFlags say which bundle a command loads: the embedded one, a
+// directory, or a bundle file verified by a public key.
+type bundleFlags struct{ dir, file, key, keyID string }
+
+func (f *bundleFlags) add(cmd *cobra.Command) {
+	addPolicyDirFlag(cmd, &f.dir)
+	cmd.Flags().StringVar(&f.file, "bundle", "", "load a bundle file (sandgate policy build) instead of the embedded copy")
+	cmd.Flags().StringVar(&f.key, "verification-key", "", "PEM public key the --bundle must be signed with")
+	cmd.Flags().StringVar(&f.keyID, "verification-key-id", "", "the key id the signature must name (default "+policies.DefaultKeyID+")")
+}
+
+func (f *bundleFlags) config() (policies.Config, error) {
+	cfg := policies.Config{Dir: f.dir, BundleFile: f.file}
+	if f.key != "" {
+		key, err := os.ReadFile(f.key)
+		if err != nil {
+			return cfg, fmt.Errorf("--verification-key: %w", err)
+		}
+		cfg.Verify = &policies.Verification{KeyPEM: string(key), KeyID: f.keyID}
+	}
+	return cfg, nil
+}
+
+func newPolicyAuditCmd() *cobra.Command {
+	var bf bundleFlags
+	var format string
+	cmd := &cobra.Command{
+		Use:   "audit [--policy-dir DIR | --bundle FILE]",
+		Short: "List every known-dangerous job or request the bundle would admit",
+		Long: `Decide the built-in escape corpus with the bundle: variations of a rendered
+job (privileged, added capabilities, the Docker socket, host paths and devices,
+host network, services and ports, workload identity, a priority in the apps'
+band, a job without the prefix, a control-plane node, ...) and of requests
+(token scope escapes). Prints every case with the rule that refuses it, or
+ADMITTED. The gateway runs the same audit at start and at every reload and
+refuses a bundle that admits any case the operator has not accepted by its
+id (policy.accept_escapes).
+
+Exit status: 0 nothing admitted, 3 something admitted, 1 error.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := bf.config()
+			if err != nil {
+				return err
+			}
+			engine, err := policies.New(cmd.Context(), cfg)
+			if err != nil {
+				return fmt.Errorf("load policy bundle: %w", err)
+			}
+			r, err := escape.Audit(cmd.Context(), engine, nil)
+			if err != nil {
+				return err
+			}
+			admitted := map[string]bool{}
+			for _, f := range r.Admitted {
+				admitted[f.ID] = true
+			}
+			switch format {
+			case "json":
+				type row struct {
+					ID       string `json:"id"`
+					What     string `json:"what"`
+					Rule     string `json:"rule"`
+					Admitted bool   `json:"admitted"`
+				}
+				rows := []row{}
+				for _, c := range escape.Corpus() {
+					rows = append(rows, row{c.ID, c.What, c.Rule, admitted[c.ID]})
+				}
+				doc, err := json.Marshal(struct {
+					Revision string `json:"revision"`
+					Checked  int    `json:"checked"`
+					Admitted int    `json:"admitted"`
+					Cases    []row  `json:"cases"`
+				}{r.Revision, r.Checked, len(r.Admitted), rows})
+				if err != nil {
+					return err
+				}
+				if err := writeIndented(cmd, doc); err != nil {
+					return err
+				}
+			case "text":
+				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "CASE\tRULE\tRESULT")
+				for _, c := range escape.Corpus() {
+					result := "refused"
+					if admitted[c.ID] {
+						result = "ADMITTED"
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\n", c.ID, c.Rule, result)
+				}
+				if err := w.Flush(); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "revision %s: %d cases, %d admitted\n", r.Revision, r.Checked, len(r.Admitted))
+			default:
+				return fmt.Errorf("--format %q: want text or json", format)
+			}
+			if len(r.Admitted) > 0 {
+				return errDenied
+			}
+			return nil
+		},
+	}
+	bf.add(cmd)
+	cmd.Flags().StringVar(&format, "format", "text", "text or json")
+	return cmd
 }

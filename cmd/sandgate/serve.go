@@ -57,6 +57,10 @@ type serveConfig struct {
 		// Watch reloads the bundle when its files change (default true
 		// for a directory or a bundle file); SIGHUP always reloads.
 		Watch *bool `json:"watch"`
+		// AcceptEscapes are escape-audit case ids (sandgate policy
+		// audit) the bundle may admit; each admitted one is logged at
+		// every start and reload. Empty: a bundle admitting any is refused.
+		AcceptEscapes []string `json:"accept_escapes"`
 	} `json:"policy"`
 	Nomad struct {
 		Address string `json:"address"`
@@ -180,7 +184,7 @@ func loadServeConfig(path string) (gatewayOptions, error) {
 	o = gatewayOptions{
 		Listen: c.Listen, TLSCert: c.TLS.CertFile, TLSKey: c.TLS.KeyFile, DataDir: c.DataDir,
 		SigningKeyFile: c.SigningKeyFile, Issuer: c.TokenIssuer, Audience: c.TokenAudience,
-		Policy: policy, WatchPolicy: watch, Nomad: nc,
+		Policy: policy, WatchPolicy: watch, AcceptEscapes: c.Policy.AcceptEscapes, Nomad: nc,
 		ReaperInterval: time.Duration(c.ReaperInterval), ReconcileInterval: time.Duration(c.ReconcileInterval),
 		ReclaimInterval: time.Duration(c.ReclaimInterval), Retention: time.Duration(c.Retention),
 		StartTimeout:     time.Duration(c.StartTimeout),

@@ -86,3 +86,22 @@ func SetRevision(t testing.TB, dir, rev string) {
 		t.Fatal(err)
 	}
 }
+
+// EditFile rewrites one file of a copied bundle through edit and returns dir;
+// *done, when not nil, must be true afterwards (edit found what it
+// changes).
+func EditFile(t testing.TB, dir, file string, edit func([]byte) []byte, done *bool) string {
+	t.Helper()
+	p := filepath.Join(dir, filepath.FromSlash(file))
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, edit(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if done != nil && !*done {
+		t.Fatalf("%s: the edit changed nothing", file)
+	}
+	return dir
+}
