@@ -120,6 +120,7 @@ func policyRecord(r store.Sandbox) *policies.SandboxRecord {
 func (s *Server) decide(ctx context.Context, ep policies.Entrypoint, v ast.Value, doc any, principal string, c echo.Context) (policies.Decision, error) {
 	d, err := s.cfg.Engine.Decide(ctx, ep, v)
 	s.metrics.observeDecision(d, err)
+	docJSON, jerr := json.Marshal(doc)
 	entry := audit.Entry{
 		Time:       s.cfg.Now().UTC(),
 		DecisionID: d.ID,
@@ -127,9 +128,21 @@ func (s *Server) decide(ctx context.Context, ep policies.Entrypoint, v ast.Value
 		Revision:   d.Revision,
 		Allow:      err == nil && d.Allow,
 		RuleIDs:    d.RuleIDs(),
-		InputSHA:   inputDigest(doc),
+		InputSHA:   inputDigest(docJSON, jerr),
 		DurationUS: d.Duration.Microseconds(),
 		Principal:  principal,
+	}
+	for _, v := range d.Violations {
+		entry.Violations = append(entry.Violations, audit.Violation{Rule: v.Rule, Msg: v.Msg})
+	}
+	if s.cfg.LogInputs {
+		// Only ever the masked document: an input that cannot be masked
+		// is not logged, and the line says so.
+		if masked, merr := audit.MaskInput(docJSON); jerr == nil && merr == nil {
+			entry.Input = masked
+		} else {
+			entry.InputOmitted = "the input could not be masked"
+		}
 	}
 	switch in := doc.(type) {
 	case *policies.AdmissionInput:
@@ -159,7 +172,6 @@ func (s *Server) decide(ctx context.Context, ep policies.Entrypoint, v ast.Value
 	if lerr := s.cfg.Decisions.Write(entry); lerr != nil {
 		return d, unavailable("the decision log could not be written; the request was refused", lerr)
 	}
-	s.recent.add(entry, d.Violations)
 	if err != nil {
 		p := newProblem(http.StatusServiceUnavailable, codeUnavailable, "the policy could not decide; the request was refused (fail closed)")
 		p.DecisionID = d.ID
@@ -171,12 +183,11 @@ func (s *Server) decide(ctx context.Context, ep policies.Entrypoint, v ast.Value
 }
 
 // inputDigest is the hex SHA-256 of the input document's JSON.
-func inputDigest(doc any) string {
-	b, err := json.Marshal(doc)
+func inputDigest(doc []byte, err error) string {
 	if err != nil {
 		return ""
 	}
-	sum := sha256.Sum256(b)
+	sum := sha256.Sum256(doc)
 	return hex.EncodeToString(sum[:])
 }
 

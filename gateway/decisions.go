@@ -1,89 +1,92 @@
 package gateway
 
 import (
+	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
-	"sync"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"sandgate/gateway/audit"
-	"sandgate/policies"
 )
 
-// recentCapacity is how many decisions GET /v1/decisions can show.
-const recentCapacity = 500
-
-// recentDecision is one decision as GET /v1/decisions shows it: the
-// decision log's line plus the violations' messages.
-type recentDecision struct {
-	audit.Entry
-	Violations []policies.Violation `json:"violations"`
+// decisionsPage is GET /v1/decisions: newest first.
+type decisionsPage struct {
+	Decisions []audit.Entry `json:"decisions"`
+	// NextCursor continues with older decisions; absent when there are none.
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
-// recentDecisions keeps the last decisions of this process in memory, for
-// the dashboard; the decision log file is the durable record.
-type recentDecisions struct {
-	mu   sync.Mutex
-	ring []recentDecision
-	next int // where the next one goes
-	full bool
-}
-
-func newRecentDecisions() *recentDecisions {
-	return &recentDecisions{ring: make([]recentDecision, recentCapacity)}
-}
-
-// maxRecentViolations and maxViolationMsg bound what one decision keeps in
-// memory: a violation's message can quote a request's values.
-const (
-	maxRecentViolations = 32
-	maxViolationMsg     = 512
-)
-
-func (r *recentDecisions) add(e audit.Entry, in []policies.Violation) {
-	vs := make([]policies.Violation, 0, min(len(in), maxRecentViolations))
-	for i, v := range in {
-		if i == maxRecentViolations {
-			break
-		}
-		vs = append(vs, policies.Violation{Rule: audit.Truncate(v.Rule, 32), Msg: audit.Truncate(v.Msg, maxViolationMsg)})
-	}
-	e = e.Bounded()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.ring[r.next] = recentDecision{Entry: e, Violations: vs}
-	r.next = (r.next + 1) % len(r.ring)
-	if r.next == 0 {
-		r.full = true
-	}
-}
-
-// latest returns up to n decisions, newest first.
-func (r *recentDecisions) latest(n int) []recentDecision {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	size := r.next
-	if r.full {
-		size = len(r.ring)
-	}
-	n = min(n, size)
-	out := make([]recentDecision, 0, n)
-	for i := range n {
-		out = append(out, r.ring[(r.next-1-i+len(r.ring))%len(r.ring)])
-	}
-	return out
-}
-
-// listDecisions is GET /v1/decisions?limit=N.
+// listDecisions is GET /v1/decisions?since=&until=&allow=&rule=&principal=
+// &entrypoint=&limit=&cursor=&inputs=: a query over the decision log
+// (every retained file), newest first.
 func (s *Server) listDecisions(c echo.Context) error {
-	limit := 50
-	if q := c.QueryParam("limit"); q != "" {
-		n, err := strconv.Atoi(q)
-		if err != nil || n < 1 || n > recentCapacity {
-			return invalid("limit", "must be an integer from 1 to %d", recentCapacity)
-		}
-		limit = n
+	q, err := decisionQuery(c.QueryParams())
+	if err != nil {
+		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"decisions": s.recent.latest(limit)})
+	p, qerr := s.cfg.Decisions.Query(q)
+	switch {
+	case errors.Is(qerr, audit.ErrBadCursor):
+		return invalid("cursor", "is not a next_cursor this gateway returned")
+	case qerr != nil:
+		return unavailable("the decision log could not be read", qerr)
+	}
+	if p.Entries == nil {
+		p.Entries = []audit.Entry{}
+	}
+	return c.JSON(http.StatusOK, decisionsPage{Decisions: p.Entries, NextCursor: p.Next})
+}
+
+// decisionQuery reads the query parameters of GET /v1/decisions; a bad
+// one is a 400 naming it.
+func decisionQuery(v url.Values) (audit.Query, error) {
+	var q audit.Query
+	for _, tf := range []struct {
+		name string
+		into *time.Time
+	}{{"since", &q.Since}, {"until", &q.Until}} {
+		if s := v.Get(tf.name); s != "" {
+			t, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil {
+				return q, invalid(tf.name, "must be an RFC 3339 time, e.g. 2026-12-01T09:00:00Z")
+			}
+			*tf.into = t
+		}
+	}
+	if s := v.Get("allow"); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil || (s != "true" && s != "false") {
+			return q, invalid("allow", "must be true or false")
+		}
+		q.Allow = &b
+	}
+	for _, sf := range []struct {
+		name string
+		into *string
+		max  int
+	}{{"rule", &q.Rule, 32}, {"principal", &q.Principal, audit.MaxFieldBytes}, {"entrypoint", &q.Entrypoint, 32}, {"cursor", &q.Cursor, 512}} {
+		if s := v.Get(sf.name); len(s) > sf.max {
+			return q, invalid(sf.name, "must be at most %d bytes", sf.max)
+		} else {
+			*sf.into = s
+		}
+	}
+	q.Limit = 50
+	if s := v.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > audit.MaxQueryLimit {
+			return q, invalid("limit", "must be an integer from 1 to %d", audit.MaxQueryLimit)
+		}
+		q.Limit = n
+	}
+	if s := v.Get("inputs"); s != "" {
+		if s != "true" && s != "false" {
+			return q, invalid("inputs", "must be true or false")
+		}
+		q.WithInputs = s == "true"
+	}
+	return q, nil
 }

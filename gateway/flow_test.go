@@ -191,7 +191,7 @@ func TestEveryDecisionIsLoggedAndCounted(t *testing.T) {
 	m := h.do(http.MethodGet, "/metrics", "", nil)
 	for _, want := range []string{
 		`sandgate_policy_decisions_total{entrypoint="authz",result="deny"} 1`,
-		`sandgate_policy_violations_total{entrypoint="authz",rule="T2"} 1`,
+		`sandgate_policy_violations_total{entrypoint="authz",mode="deny",result="deny",rule="T2"} 1`,
 		`sandgate_sandboxes{state="running"} 1`,
 		`sandgate_nomad_request_duration_seconds_count{op="register"} 1`,
 		`sandgate_http_request_duration_seconds_count{method="POST",route="/v1/sandboxes",status="201"} 1`,

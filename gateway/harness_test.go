@@ -49,13 +49,15 @@ type harnessOptions struct {
 	// wrapStore, when set, wraps the store the gateway uses (the harness
 	// keeps the bare one in h.st).
 	wrapStore func(store.Store) store.Store
+	// logInputs keeps the masked inputs in the decision log.
+	logInputs bool
 }
 
 func newHarness(t testing.TB, o harnessOptions) *harness {
 	t.Helper()
 	g := gatewaytest.Options{
 		PolicyDir: o.policyDir, Nodes: o.nodes, SimConfig: o.simConfig, WrapStore: o.wrapStore, ObserveNomad: true,
-		Config: func(c *gateway.Config) { c.StartTimeout = o.startTimeout },
+		Config: func(c *gateway.Config) { c.StartTimeout, c.LogInputs = o.startTimeout, o.logInputs },
 	}
 	if o.fake {
 		g.Clock = gatewaytest.NewClock(time.Now().UTC().Truncate(time.Second))

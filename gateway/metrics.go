@@ -71,8 +71,8 @@ func newMetrics(reg *prometheus.Registry, st store.Store) (*metrics, error) {
 			Name: "sandgate_policy_decisions_total", Help: "Policy decisions by entrypoint and result (allow, deny, error).",
 		}, []string{"entrypoint", "result"}),
 		violations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sandgate_policy_violations_total", Help: "Denying rule ids by entrypoint and rule.",
-		}, []string{"entrypoint", "rule"}),
+			Name: "sandgate_policy_violations_total", Help: "Violations by entrypoint, rule id, enforcement mode (deny, warn, dryrun) and the decision's result (allow, deny).",
+		}, []string{"entrypoint", "rule", "mode", "result"}),
 		nomadTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sandgate_nomad_request_duration_seconds", Help: "Nomad API call latency by operation.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
@@ -124,8 +124,21 @@ func (m *metrics) observeDecision(d policies.Decision, err error) {
 		m.decisions.WithLabelValues(ep, "allow").Inc()
 	default:
 		m.decisions.WithLabelValues(ep, "deny").Inc()
-		for _, r := range d.RuleIDs() {
-			m.violations.WithLabelValues(ep, r).Inc()
+	}
+	if err != nil {
+		return
+	}
+	result := "deny"
+	if d.Allow {
+		result = "allow"
+	}
+	// Once per rule and mode of a decision, however many messages.
+	seen := make(map[[2]string]bool, len(d.Violations))
+	for _, v := range d.Violations {
+		key := [2]string{v.Rule, "deny"}
+		if !seen[key] {
+			seen[key] = true
+			m.violations.WithLabelValues(ep, key[0], key[1], result).Inc()
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"sandgate/gateway/audit"
 )
 
 // Query strings, path ids and the Authorization header, through the whole
@@ -76,7 +78,7 @@ func FuzzLogsQuery(f *testing.F) {
 // FuzzQueryParams: the query of the other routes that read one, each with
 // the handler production runs: ?all= of GET /v1/sandboxes (terminal
 // records only with all=true, and never another principal's), ?limit= of
-// GET /v1/decisions (an integer in [1, 500], or a 400 naming limit) and
+// GET /v1/decisions (an integer in [1, 1000], and its other filters, or a 400 naming the parameter) and
 // ?reclaim= of DELETE /v1/hosts/{node}/enrollment (true or false, or a
 // 400 naming reclaim).
 func FuzzQueryParams(f *testing.F) {
@@ -138,25 +140,35 @@ func FuzzQueryParams(f *testing.F) {
 				t.Skip()
 			}
 			limit, err := strconv.Atoi(q.Get("limit"))
-			valid := q.Get("limit") == "" || (err == nil && limit >= 1 && limit <= recentCapacity)
-			if !valid {
+			if q.Get("limit") == "" {
+				limit, err = 50, nil
+			}
+			if a.status == http.StatusBadRequest {
+				// a 400 names a parameter the query has, briefly
 				checkProblem(t, a, http.StatusBadRequest)
-				if a.problem.Field != "limit" {
-					t.Fatalf("limit %q refused naming %q", q.Get("limit"), a.problem.Field)
+				if !q.Has(a.problem.Field) || len(a.problem.Detail) > 256 {
+					t.Fatalf("?%s refused naming %q: %s", rawQuery, a.problem.Field, a.body)
 				}
 				return
 			}
-			if a.status != http.StatusOK {
-				t.Fatalf("limit %q: %d %s", q.Get("limit"), a.status, a.body)
+			// answered: every parameter it reads was valid
+			if err != nil || limit < 1 || limit > audit.MaxQueryLimit {
+				t.Fatalf("limit %q answered %d %s", q.Get("limit"), a.status, a.body)
 			}
-			if q.Get("limit") == "" {
-				limit = 50
+			if b := q.Get("allow"); b != "" && b != "true" && b != "false" {
+				t.Fatalf("allow %q answered %d", b, a.status)
+			}
+			if a.status != http.StatusOK {
+				t.Fatalf("?%s: %d %s", rawQuery, a.status, a.body)
 			}
 			var out struct {
 				Decisions []json.RawMessage `json:"decisions"`
 			}
-			if err := json.Unmarshal(a.body, &out); err != nil || len(out.Decisions) > limit || len(out.Decisions) == 0 {
+			if err := json.Unmarshal(a.body, &out); err != nil || len(out.Decisions) > limit {
 				t.Fatalf("limit %d: %d decisions (%v)", limit, len(out.Decisions), err)
+			}
+			if len(q) == 1 && q.Has("limit") && len(out.Decisions) == 0 {
+				t.Fatalf("limit %d alone: no decisions, though this very request was decided", limit)
 			}
 		case 2:
 			a, ok := p.serve(http.MethodDelete, "/v1/hosts/ghost-node/enrollment?"+rawQuery, "Bearer {op}", nil)

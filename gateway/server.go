@@ -53,6 +53,10 @@ type Config struct {
 	Nomad     Nomad
 	Tokens    *token.Issuer
 	Decisions *audit.Log
+	// LogInputs keeps each decision's input, masked, in the decision log
+	// (decision_log.include_inputs), so candidate bundles can be replayed
+	// against real decisions.
+	LogInputs bool
 	// Registry receives the gateway's metrics; nil means a private registry.
 	Registry *prometheus.Registry
 	// Logger for operational events; nil means slog.Default().
@@ -161,7 +165,6 @@ type Server struct {
 	log     *slog.Logger
 	metrics *metrics
 	nodes   *nodeCache
-	recent  *recentDecisions
 	ready   readiness
 	// taskName is the task every rendered job runs, computed once: exec
 	// and logs address it on every request.
@@ -195,7 +198,6 @@ func New(cfg Config) (*Server, error) {
 		m.routes[r.path] = true
 	}
 	s.nodes = newNodeCache(cfg.Nomad, 2*time.Second, cfg.Now)
-	s.recent = newRecentDecisions()
 	s.taskName = render.DefaultConfig().TaskName
 	s.e = s.newEcho()
 	return s, nil

@@ -159,7 +159,7 @@ func TestRecentDecisionsShowRuleIDsNewestFirst(t *testing.T) {
 	if len(ids) != 1 || ids[0] != "T2" || len(vs) == 0 || second["decision_id"] == "" || second["bundle_revision"] == "" {
 		t.Fatalf("denial: %v", second)
 	}
-	for _, q := range []string{"0", "501", "x"} {
+	for _, q := range []string{"0", "1001", "x"} {
 		expectProblem(t, h.do(http.MethodGet, "/v1/decisions?limit="+q, h.operator, nil), http.StatusBadRequest, "invalid_request")
 	}
 }

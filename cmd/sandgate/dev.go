@@ -59,7 +59,9 @@ control-plane node, and says so loudly: nothing is executed.`,
 			if tokenFile == "" {
 				tokenFile = filepath.Join(dataDir, "operator.token")
 			}
-			o := gatewayOptions{Listen: listen, DataDir: dataDir, Policy: policies.Config{Dir: policyDir}, WatchPolicy: policyDir != "", Nomad: nomad.DefaultConfig()}
+			o := gatewayOptions{Listen: listen, DataDir: dataDir, Policy: policies.Config{Dir: policyDir}, WatchPolicy: policyDir != "", Nomad: nomad.DefaultConfig(),
+				// dev keeps the masked inputs, so `sandgate policy replay` has something to replay.
+				DecisionInputs: true}
 			if ncfg, ok := nomadFromEnv(); ok {
 				o.Nomad = ncfg
 				for _, spec := range enroll {

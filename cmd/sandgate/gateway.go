@@ -55,6 +55,8 @@ type gatewayOptions struct {
 	StartTimeout      time.Duration
 	DecisionLogBytes  int64
 	DecisionLogKeep   int
+	// DecisionInputs keeps the masked inputs in the decision log.
+	DecisionInputs bool
 	// Nodes are enrolled (or re-enrolled) at start.
 	Nodes []store.Node
 	// Ready, when set, is called once the listener is open.
@@ -158,7 +160,7 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 		Engine: engine, Store: parts.store, Nomad: nc, Tokens: iss, Decisions: parts.audit,
 		Logger: log, ReaperInterval: o.ReaperInterval, ReconcileInterval: o.ReconcileInterval,
 		ReclaimInterval: o.ReclaimInterval, Retention: o.Retention, StartTimeout: o.StartTimeout, Namespace: ncfg.Namespace,
-		Simulated: o.Simulated, Version: version,
+		Simulated: o.Simulated, Version: version, LogInputs: o.DecisionInputs,
 	})
 	if err != nil {
 		return err

@@ -92,6 +92,8 @@ type serveConfig struct {
 	DecisionLog struct {
 		MaxBytes int64 `json:"max_bytes"`
 		Keep     int   `json:"keep"`
+		// IncludeInputs keeps each decision's input, masked, for replay.
+		IncludeInputs bool `json:"include_inputs"`
 	} `json:"decision_log"`
 	// Nodes are enrolled at every start (until the hosts API manages them).
 	Nodes []struct {
@@ -188,7 +190,7 @@ func loadServeConfig(path string) (gatewayOptions, error) {
 		ReaperInterval: time.Duration(c.ReaperInterval), ReconcileInterval: time.Duration(c.ReconcileInterval),
 		ReclaimInterval: time.Duration(c.ReclaimInterval), Retention: time.Duration(c.Retention),
 		StartTimeout:     time.Duration(c.StartTimeout),
-		DecisionLogBytes: c.DecisionLog.MaxBytes, DecisionLogKeep: c.DecisionLog.Keep,
+		DecisionLogBytes: c.DecisionLog.MaxBytes, DecisionLogKeep: c.DecisionLog.Keep, DecisionInputs: c.DecisionLog.IncludeInputs,
 	}
 	for _, n := range c.Nodes {
 		if n.Name == "" {

@@ -1,8 +1,11 @@
 // Package audit writes sandgate's decision log: one JSON line per policy
 // decision, allow or deny, in <data>/decisions.jsonl, rotated by size.
 // Security reviewers read it to learn which rule denied what, under which
-// bundle revision; the input itself is not logged (it can hold a command
-// line), only its SHA-256.
+// bundle revision, and query it (Query, GET /v1/decisions). By default the
+// input itself is not logged (it can hold a command line), only its
+// SHA-256; with inputs on (decision_log.include_inputs) each line also
+// keeps the input, masked (MaskInput), so a candidate bundle can be
+// replayed against real decisions.
 package audit
 
 import (
@@ -40,6 +43,21 @@ type Entry struct {
 	Action string `json:"action,omitempty"`
 	// Error is set when the engine failed (the request was refused).
 	Error string `json:"error,omitempty"`
+	// Violations are the decision's violations with their messages.
+	Violations []Violation `json:"violations,omitempty"`
+	// Input is the input document, masked, when inputs are logged;
+	// InputOmitted says why an input that should be here is not.
+	Input        json.RawMessage `json:"input,omitempty"`
+	InputOmitted string          `json:"input_omitted,omitempty"`
+}
+
+// Violation is one violation of a decision.
+type Violation struct {
+	Rule string `json:"rule"`
+	Msg  string `json:"msg"`
+	// Mode is how the rule was enforced (deny, warn, dryrun); empty
+	// means deny.
+	Mode string `json:"mode,omitempty"`
 }
 
 // Config says where and how big.
@@ -131,8 +149,16 @@ const (
 	MaxTextBytes = 1024
 	// MaxRuleIDs bounds how many rule ids one entry lists.
 	MaxRuleIDs = 32
-	// MaxLineBytes is the most one entry can take in the file.
+	// MaxLineBytes is the most one entry without its input can take in
+	// the file.
 	MaxLineBytes = 8 << 10
+	// MaxViolations and MaxViolationMsg bound the violations one entry
+	// keeps: a message can quote a request's values.
+	MaxViolations   = 16
+	MaxViolationMsg = 256
+	// MaxInputBytes bounds a logged input; a larger one is left out and
+	// InputOmitted says so.
+	MaxInputBytes = 64 << 10
 )
 
 // Bounded returns e with every field cut to its bound: a cut field ends
@@ -153,6 +179,17 @@ func (e Entry) Bounded() Entry {
 		ids = append(ids, Truncate(r, 32))
 	}
 	e.RuleIDs = ids
+	vs := make([]Violation, 0, min(len(e.Violations), MaxViolations))
+	for i, v := range e.Violations {
+		if i == MaxViolations {
+			break
+		}
+		vs = append(vs, Violation{Rule: Truncate(v.Rule, 32), Msg: Truncate(v.Msg, MaxViolationMsg), Mode: Truncate(v.Mode, 16)})
+	}
+	e.Violations = vs
+	if len(e.Input) > MaxInputBytes {
+		e.Input, e.InputOmitted = nil, fmt.Sprintf("the input is %d bytes, more than %d", len(e.Input), MaxInputBytes)
+	}
 	return e
 }
 
@@ -166,13 +203,16 @@ func (e Entry) line() ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("audit: marshal: %w", err)
 		}
-		if len(line) < MaxLineBytes || field < 8 {
+		if len(line)-len(b.Input) < MaxLineBytes || field < 8 {
 			return append(line, '\n'), nil
 		}
 		for _, f := range []*string{&b.Principal, &b.Method, &b.Route, &b.ClientRequestID, &b.SandboxID} {
 			*f = Truncate(*f, field)
 		}
 		b.Action, b.Error = Truncate(b.Action, text), Truncate(b.Error, text)
+		for i := range b.Violations {
+			b.Violations[i].Msg = Truncate(b.Violations[i].Msg, text/4)
+		}
 	}
 }
 

@@ -153,7 +153,7 @@ func integerCases(*testing.T, *world) []attack {
 		logs("in hexadecimal", "tail_bytes=0x10", 400, "invalid_request"),
 		logs("in exponent notation", "tail_bytes=1e3", 400, "invalid_request"),
 		attack{name: "decisions limit zero", req: request{method: http.MethodGet, path: "/v1/decisions?limit=0"}, as: "op", status: 400, code: "invalid_request"},
-		attack{name: "decisions limit past the ring", req: request{method: http.MethodGet, path: "/v1/decisions?limit=501"}, as: "op", status: 400, code: "invalid_request"},
+		attack{name: "decisions limit past the most a page holds", req: request{method: http.MethodGet, path: "/v1/decisions?limit=1001"}, as: "op", status: 400, code: "invalid_request"},
 		attack{name: "decisions limit past the int64 maximum", req: request{method: http.MethodGet, path: "/v1/decisions?limit=99999999999999999999"}, as: "op", status: 400, code: "invalid_request"},
 	)
 	enroll := func(what, budget string, status int, code string, rules ...string) attack {
