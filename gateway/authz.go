@@ -35,44 +35,9 @@ func (s *Server) authorize(newBody func() requestBody) echo.MiddlewareFunc {
 			if cl == nil { // authenticate did not run: refuse, never allow
 				return unauthenticated("no authenticated caller")
 			}
-			in := policies.AuthzInput{
-				Now: s.cfg.Now().Unix(),
-				Request: policies.Request{
-					Method: c.Request().Method,
-					Route:  c.Path(),
-					Params: pathParams(c),
-				},
-				Token: cl.facts(),
-			}
-			var body requestBody
-			if newBody != nil {
-				body = newBody()
-				if err := decodeBody(c.Request().Body, body); err != nil {
-					return err
-				}
-				in.Request.Body = body.policyBody()
-			}
-			if c.Path() == "/v1/sandboxes/:id/logs" {
-				q, err := logsQuery(c)
-				if err != nil {
-					return err
-				}
-				in.Request.Query = q
-			}
-			var rec *store.Sandbox
-			if cached, _ := c.Get(ctxRecord).(*store.Sandbox); cached != nil && cached.ID == c.Param("id") {
-				rec = cached // read by authenticate in this request
-				in.Sandbox = policyRecord(*rec)
-			} else if id := c.Param("id"); id != "" {
-				r, err := s.cfg.Store.Get(ctx, id)
-				switch {
-				case errors.Is(err, store.ErrNotFound):
-				case err != nil:
-					return unavailable("the sandbox store could not be read; nothing was changed", err)
-				default:
-					rec = &r
-					in.Sandbox = policyRecord(r)
-				}
+			in, rec, body, err := s.authzInput(c, cl.facts(), newBody)
+			if err != nil {
+				return err
 			}
 			d, err := s.decide(ctx, policies.Authz, in.Value(), &in, cl.principal(), c)
 			if err != nil {
@@ -92,6 +57,56 @@ func (s *Server) authorize(newBody func() requestBody) echo.MiddlewareFunc {
 			return next(c)
 		}
 	}
+}
+
+// authzInput builds the authz input of the request c holds, for a caller
+// with token facts tok: the route template and its parameters, the body
+// the route takes (decoded, refusing what is malformed), the logs query,
+// and the target sandbox's record from the store. It is the one builder:
+// the live middleware and the dry run (POST /v1/policy/evaluate with a
+// request) both call it, so a dry run decides exactly what a request
+// would. The decoded body is returned for the handler.
+func (s *Server) authzInput(c echo.Context, tok *policies.TokenFacts, newBody func() requestBody) (policies.AuthzInput, *store.Sandbox, requestBody, error) {
+	in := policies.AuthzInput{
+		Now: s.cfg.Now().Unix(),
+		Request: policies.Request{
+			Method: c.Request().Method,
+			Route:  c.Path(),
+			Params: pathParams(c),
+		},
+		Token: tok,
+	}
+	var body requestBody
+	if newBody != nil {
+		body = newBody()
+		if err := decodeBody(c.Request().Body, body); err != nil {
+			return in, nil, nil, err
+		}
+		in.Request.Body = body.policyBody()
+	}
+	if c.Path() == "/v1/sandboxes/:id/logs" {
+		q, err := logsQuery(c)
+		if err != nil {
+			return in, nil, nil, err
+		}
+		in.Request.Query = q
+	}
+	var rec *store.Sandbox
+	if cached, _ := c.Get(ctxRecord).(*store.Sandbox); cached != nil && cached.ID == c.Param("id") {
+		rec = cached // read by authenticate in this request
+		in.Sandbox = policyRecord(*rec)
+	} else if id := c.Param("id"); id != "" {
+		r, err := s.cfg.Store.Get(c.Request().Context(), id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return in, nil, nil, unavailable("the sandbox store could not be read; nothing was changed", err)
+		default:
+			rec = &r
+			in.Sandbox = policyRecord(r)
+		}
+	}
+	return in, rec, body, nil
 }
 
 func pathParams(c echo.Context) map[string]string {

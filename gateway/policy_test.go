@@ -1,7 +1,9 @@
 package gateway_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"io/fs"
 	"net/http"
 	"slices"
@@ -12,6 +14,8 @@ import (
 	"sandgate/gateway/client"
 	"sandgate/gateway/token"
 	"sandgate/policies"
+	"sandgate/policies/policytest"
+	"sandgate/store"
 )
 
 func TestThePolicyInForceIsReadableByOperatorsOnly(t *testing.T) {
@@ -98,5 +102,199 @@ func TestAdvertisedRoutesAreExactlyTheServedOnes(t *testing.T) {
 		if _, ok := cfg.Routes[key]; !ok {
 			t.Errorf("%s is registered but not in the policy's route table", key)
 		}
+	}
+}
+
+// evaluate posts a dry run and returns the answer.
+func (h *harness) evaluate(tok string, body any) (response, map[string]any) {
+	h.t.Helper()
+	r := h.do(http.MethodPost, "/v1/policy/evaluate", tok, body)
+	if r.status != http.StatusOK {
+		return r, nil
+	}
+	return r, r.json(h.t)
+}
+
+func ruleIDsOf(m map[string]any) []string {
+	var out []string
+	for _, v := range m["rule_ids"].([]any) {
+		out = append(out, v.(string))
+	}
+	return out
+}
+
+// A dry run of a request builds its input through the live code (the
+// router's route and parameters, the route's own body decoding, the
+// target's record) and decides what the live request gets, changing
+// nothing.
+func TestADryRunDecidesWhatTheRequestWouldGet(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	agent := h.mint(token.RoleAgent, "ci")
+	id, session := h.create(agent, nil)
+	before, err := h.st.List(t.Context(), store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		method  string
+		path    string
+		claims  map[string]any
+		body    any
+		liveTok string
+		allow   bool
+		rules   []string
+	}{
+		{"a session token runs a command in its sandbox", http.MethodPost, "/v1/sandboxes/" + id + "/exec",
+			map[string]any{"role": "session", "sub": "session:" + id, "sandbox_id": id}, map[string]any{"argv": []string{"echo", "hi"}}, session, true, nil},
+		{"an option as the program", http.MethodPost, "/v1/sandboxes/" + id + "/exec",
+			map[string]any{"role": "session", "sub": "session:" + id, "sandbox_id": id}, map[string]any{"argv": []string{"-rf", "/"}}, session, false, []string{"E1"}},
+		{"a session token lists sandboxes", http.MethodGet, "/v1/sandboxes",
+			map[string]any{"role": "session", "sub": "session:" + id, "sandbox_id": id}, nil, session, false, []string{"T2"}},
+		{"another agent destroys the sandbox", http.MethodDelete, "/v1/sandboxes/" + id,
+			map[string]any{"role": "agent", "sub": "someone-else"}, nil, h.mint(token.RoleAgent, "someone-else"), false, []string{"T2"}},
+		{"logs of an unknown stream", http.MethodGet, "/v1/sandboxes/" + id + "/logs?stream=env",
+			map[string]any{"role": "agent", "sub": "ci"}, nil, agent, false, []string{"E3"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			req := map[string]any{"method": c.method, "path": c.path, "token_claims": c.claims}
+			if c.body != nil {
+				req["body"] = c.body
+			}
+			r, m := h.evaluate(h.operator, map[string]any{"request": req})
+			if m == nil {
+				t.Fatalf("dry run: %d %s", r.status, r.body)
+			}
+			if m["allow"] != c.allow || m["dry_run"] != true || !slices.Equal(ruleIDsOf(m), c.rules) {
+				t.Fatalf("dry run: %s, want allow %v rules %v", r.body, c.allow, c.rules)
+			}
+			input := m["input"].(map[string]any)
+			if route := input["request"].(map[string]any)["route"]; !strings.HasPrefix(c.path, strings.Split(route.(string), ":")[0]) {
+				t.Fatalf("the input's route %v for %s", route, c.path)
+			}
+			if strings.Contains(c.path, id) && input["sandbox"] == nil {
+				t.Fatalf("the target's record was not loaded: %s", r.body)
+			}
+			// The live request gets the same decision.
+			if c.allow {
+				return
+			}
+			live := h.do(c.method, c.path, c.liveTok, c.body)
+			got := live.json(t)
+			var liveRules []string
+			for _, v := range got["rule_ids"].([]any) {
+				liveRules = append(liveRules, v.(string))
+			}
+			if !slices.Equal(liveRules, c.rules) {
+				t.Fatalf("live: %s, dry run said %v", live.body, c.rules)
+			}
+		})
+	}
+	// A dry run of a create decides it and creates nothing.
+	r, m := h.evaluate(h.operator, map[string]any{"request": map[string]any{"method": "POST", "path": "/v1/sandboxes",
+		"token_claims": map[string]any{"role": "agent", "sub": "ci"}, "body": map[string]any{"profile": "workspace"}}})
+	if m == nil || m["allow"] != true {
+		t.Fatalf("dry run of a create: %d %s", r.status, r.body)
+	}
+	after, err := h.st.List(t.Context(), store.Filter{})
+	if err != nil || len(after) != len(before) {
+		t.Fatalf("a dry run changed the store: %d records, was %d (%v)", len(after), len(before), err)
+	}
+	// The input form.
+	r, m = h.evaluate(h.operator, map[string]any{"entrypoint": "authz", "input": map[string]any{}})
+	if m == nil || m["allow"] != false || !slices.Contains(ruleIDsOf(m), "INPUT") {
+		t.Fatalf("dry run of an empty input: %d %s", r.status, r.body)
+	}
+	// Bad forms are 400s naming the field; a path no route matches is a 422.
+	for name, c := range map[string]struct {
+		body   any
+		status int
+		field  string
+	}{
+		"both forms":       {map[string]any{"entrypoint": "authz", "input": map[string]any{}, "request": map[string]any{}}, 400, "request"},
+		"an unknown field": {map[string]any{"entrypoint": "authz", "inputs": map[string]any{}}, 400, "body"},
+		"no entrypoint":    {map[string]any{"input": map[string]any{}}, 400, "entrypoint"},
+		"no input":         {map[string]any{"entrypoint": "authz"}, 400, "input"},
+		"an input array":   {map[string]any{"entrypoint": "authz", "input": []any{}}, 400, "input"},
+		"no claims":        {map[string]any{"request": map[string]any{"method": "GET", "path": "/v1/sandboxes"}}, 400, "request.token_claims"},
+		"a body on a GET":  {map[string]any{"request": map[string]any{"method": "GET", "path": "/v1/sandboxes", "token_claims": map[string]any{"role": "agent"}, "body": map[string]any{"x": 1}}}, 400, "request.body"},
+		"an unknown body":  {map[string]any{"request": map[string]any{"method": "POST", "path": "/v1/sandboxes", "token_claims": map[string]any{"role": "agent"}, "body": map[string]any{"profle": "x"}}}, 400, "profle"},
+		"no route":         {map[string]any{"request": map[string]any{"method": "GET", "path": "/v1/nothing", "token_claims": map[string]any{"role": "agent"}}}, 422, ""},
+	} {
+		r := h.do(http.MethodPost, "/v1/policy/evaluate", h.operator, c.body)
+		if r.status != c.status {
+			t.Errorf("%s: %d %s, want %d", name, r.status, r.body, c.status)
+			continue
+		}
+		if c.field != "" {
+			if f := r.json(t)["field"]; f != c.field {
+				t.Errorf("%s: field %v, want %s: %s", name, f, c.field, r.body)
+			}
+		}
+	}
+	// Only operators (and reviewers) dry-run.
+	if r := h.do(http.MethodPost, "/v1/policy/evaluate", agent, map[string]any{"entrypoint": "authz", "input": map[string]any{}}); r.status != http.StatusForbidden {
+		t.Fatalf("an agent's dry run: %d %s", r.status, r.body)
+	}
+}
+
+// A candidate bundle uploaded to POST /v1/policy/replay is replayed
+// against the gateway's own log: a refused exec timeout that the
+// candidate allows is a deny→allow flip.
+func TestACandidateIsReplayedAgainstTheGatewaysLog(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{logInputs: true})
+	agent := h.mint(token.RoleAgent, "ci")
+	id, session := h.create(agent, nil)
+	if r := h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"sleep", "1"}, "timeout_seconds": 600}); r.status != http.StatusForbidden {
+		t.Fatalf("an exec past the bound: %d %s", r.status, r.body)
+	}
+	var eps []string
+	for _, ep := range policies.Entrypoints {
+		eps = append(eps, string(ep))
+	}
+	dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), eps)
+	found := false
+	policytest.EditFile(t, dir, "data.json", func(b []byte) []byte {
+		found = strings.Contains(string(b), `"max_timeout_seconds": 120`)
+		return []byte(strings.Replace(string(b), `"max_timeout_seconds": 120`, `"max_timeout_seconds": 86400`, 1))
+	}, &found)
+	var bundle bytes.Buffer
+	if _, err := policies.Build(t.Context(), policies.BuildOptions{Dir: dir, Revision: "candidate-1"}, &bundle); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, h.url+"/v1/policy/replay", bytes.NewReader(bundle.Bytes()))
+	req.Header.Set("Authorization", "Bearer "+h.operator)
+	req.Header.Set("Content-Type", "application/gzip")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var rep struct {
+		CandidateRevision string         `json:"candidate_revision"`
+		Replayed          int            `json:"replayed"`
+		Flips             map[string]int `json:"flips"`
+		Groups            []struct {
+			Kind, Rule string
+			Count      int
+		} `json:"groups"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &rep) != nil {
+		t.Fatalf("replay: %d %s", resp.StatusCode, raw)
+	}
+	if rep.CandidateRevision != "candidate-1" || rep.Replayed < 3 || rep.Flips["deny_to_allow"] != 1 ||
+		len(rep.Groups) != 1 || rep.Groups[0].Rule != "E2" || rep.Groups[0].Kind != "deny_to_allow" {
+		t.Fatalf("replay report: %s", raw)
+	}
+	// A body that is no bundle is a 422; an agent may not replay.
+	if r := h.do(http.MethodPost, "/v1/policy/replay", h.operator, map[string]any{"not": "a bundle"}); r.status != http.StatusUnprocessableEntity {
+		t.Fatalf("a body that is no bundle: %d %s", r.status, r.body)
+	}
+	if r := h.do(http.MethodPost, "/v1/policy/replay", agent, map[string]any{}); r.status != http.StatusForbidden {
+		t.Fatalf("an agent's replay: %d %s", r.status, r.body)
 	}
 }

@@ -78,10 +78,12 @@ const (
 	codeTokenNotFound    = "token_not_found"
 	codeUnavailable      = "unavailable"
 	codeInternal         = "internal_error"
+	codeBusy             = "busy"
 )
 
 var problemTitles = map[string]string{ //nolint:gosec // G101: titles of error codes, not credentials
 	codeInvalidRequest:   "The request is invalid",
+	codeBusy:             "Busy with another such request",
 	codeUnauthenticated:  "Authentication required",
 	codeTokenExpired:     "The token has expired",
 	codePolicyDenied:     "Denied by policy",

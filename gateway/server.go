@@ -160,12 +160,14 @@ func (c *Config) validate() error {
 
 // Server is the sandgate REST gateway.
 type Server struct {
-	cfg     Config
-	e       *echo.Echo
-	log     *slog.Logger
-	metrics *metrics
-	nodes   *nodeCache
-	ready   readiness
+	cfg Config
+	e   *echo.Echo
+	// replaying holds a token while a replay runs: one at a time.
+	replaying chan struct{}
+	log       *slog.Logger
+	metrics   *metrics
+	nodes     *nodeCache
+	ready     readiness
 	// taskName is the task every rendered job runs, computed once: exec
 	// and logs address it on every request.
 	taskName string
@@ -199,6 +201,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.nodes = newNodeCache(cfg.Nomad, 2*time.Second, cfg.Now)
 	s.taskName = render.DefaultConfig().TaskName
+	s.replaying = make(chan struct{}, 1)
 	s.e = s.newEcho()
 	return s, nil
 }
@@ -254,6 +257,8 @@ func (s *Server) routes() []route {
 
 		{method: http.MethodGet, path: "/v1/decisions", handler: s.listDecisions},
 		{method: http.MethodGet, path: "/v1/policy", handler: s.getPolicy},
+		{method: http.MethodPost, path: "/v1/policy/evaluate", handler: s.evaluatePolicy},
+		{method: http.MethodPost, path: "/v1/policy/replay", handler: s.replayCandidate},
 	}
 }
 

@@ -297,3 +297,29 @@ func TestUntarBundleRefusesWhatIsNotABundle(t *testing.T) {
 		t.Fatalf("files = %v", files)
 	}
 }
+
+// A bundle that reaches outside its input and data (the network, DNS, the
+// process environment) does not compile, at start or in its tests.
+func TestABundleThatReachesOutsideItsInputIsRefused(t *testing.T) {
+	t.Parallel()
+	for name, call := range map[string]string{
+		"http.send":          `http.send({"method": "GET", "url": "http://127.0.0.1:1/"})`,
+		"net.lookup_ip_addr": `net.lookup_ip_addr("localhost")`,
+		"opa.runtime":        `opa.runtime()`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := copyBundleWithSmallTests(t)
+			writeFile(t, filepath.Join(dir, "authz", "reach.rego"), "package sandgate.authz\n\n_reach := "+call+"\n")
+			_, err := New(context.Background(), Config{Dir: dir})
+			if err == nil || !strings.Contains(err.Error(), name) {
+				t.Fatalf("a bundle calling %s: err = %v", name, err)
+			}
+			// Its tests cannot call it either.
+			writeFile(t, filepath.Join(dir, "authz", "reach.rego"), "package sandgate.authz_test\n\ntest_reach if "+call+"\n")
+			if _, err := RunTests(context.Background(), os.DirFS(dir)); err == nil {
+				t.Fatalf("a test calling %s ran", name)
+			}
+		})
+	}
+}

@@ -104,6 +104,7 @@ func RunTests(ctx context.Context, fsys fs.FS) ([]TestResult, error) {
 	defer store.Abort(ctx, txn)
 
 	ch, err := tester.NewRunner().
+		SetCompiler(ast.NewCompiler().WithCapabilities(capabilities()).WithDefaultRegoVersion(ast.RegoV1)).
 		SetStore(store).
 		SetBundles(map[string]*bundle.Bundle{BundleName: b}).
 		SetDefaultRegoVersion(ast.RegoV1).

@@ -73,6 +73,9 @@ type Config struct {
 	// BundleFile is a bundle tarball (`sandgate policy build`, `opa build`)
 	// to load instead of the embedded bundle.
 	BundleFile string
+	// BundleData is a bundle tarball in memory (a candidate uploaded for a
+	// replay), instead of a directory or file.
+	BundleData []byte
 	// Verify, when set, is the key that must have signed BundleFile: an
 	// unsigned, tampered or otherwise signed bundle is refused.
 	Verify *Verification
@@ -201,6 +204,7 @@ func build(ctx context.Context, cfg Config) (*compiled, error) {
 			rego.Query(ep.Query()),
 			rego.ParsedBundle(BundleName, b),
 			rego.StrictBuiltinErrors(true),
+			rego.Capabilities(capabilities()),
 			// The bundle's data as AST values: otherwise every evaluation
 			// converts data.sandgate.config from Go values again (~10 %).
 			rego.StoreReadAST(true),

@@ -75,11 +75,22 @@ type source struct {
 // readSource reads the bundle cfg names: a bundle file (verified when cfg
 // carries a key), a directory, or the embedded bundle.
 func readSource(cfg Config) (*source, error) {
+	given := 0
+	for _, set := range []bool{cfg.Dir != "", cfg.BundleFile != "", cfg.BundleData != nil} {
+		if set {
+			given++
+		}
+	}
 	switch {
-	case cfg.BundleFile != "" && cfg.Dir != "":
-		return nil, errors.New("policies: a bundle directory and a bundle file were both given; give one")
+	case given > 1:
+		return nil, errors.New("policies: more than one of a bundle directory, file and data were given; give one")
 	case cfg.BundleFile != "":
 		return readBundleFile(cfg.BundleFile, cfg.Verify)
+	case cfg.BundleData != nil:
+		if len(cfg.BundleData) > maxBundleFileBytes {
+			return nil, fmt.Errorf("policies: the bundle is %d bytes, more than %d", len(cfg.BundleData), maxBundleFileBytes)
+		}
+		return readBundleBytes("the bundle", cfg.BundleData, cfg.Verify)
 	case cfg.Verify != nil:
 		return nil, errors.New("policies: a verification key applies to a bundle file (policy.bundle_file), not to a directory")
 	}
@@ -110,6 +121,12 @@ func readBundleFile(file string, v *Verification) (*source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("policies: bundle file: %w", err)
 	}
+	return readBundleBytes(file, raw, v)
+}
+
+// readBundleBytes reads a bundle tarball held in memory (see
+// readBundleFile); file names it in errors.
+func readBundleBytes(file string, raw []byte, v *Verification) (*source, error) {
 	files, err := untarBundle(raw)
 	if err != nil {
 		return nil, fmt.Errorf("policies: bundle file %s: %w", file, err)

@@ -5,10 +5,15 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"sandgate/gateway"
+	"sandgate/gateway/client"
+	"sandgate/gateway/gatewaytest"
+	"sandgate/gateway/token"
 	"sandgate/policies"
 	"sandgate/policies/policytest"
 )
@@ -225,5 +230,41 @@ _kept := {v | some v in violations; v.rule != "H1"}`, 1))
 		if c.ID == "job/privileged-true" && !c.Admitted {
 			t.Fatalf("job/privileged-true is not listed as admitted: %s", out)
 		}
+	}
+}
+
+// `policy replay` exits 0 when the candidate is the bundle that decided,
+// and 3, listing the flip, when it frees a logged refusal.
+func TestPolicyReplayExitsThreeOnALoosening(t *testing.T) {
+	t.Parallel()
+	gw := gatewaytest.New(t, gatewaytest.Options{Config: func(c *gateway.Config) { c.LogInputs = true }})
+	cl, err := client.New(client.Config{Addr: gw.URL, Token: gw.Mint(token.RoleAgent, "ci")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbx, err := cl.CreateSandbox(t.Context(), client.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := client.New(client.Config{Addr: gw.URL, Token: sbx.Token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sess.Exec(t.Context(), sbx.ID, client.ExecRequest{Argv: []string{"sleep", "1"}, TimeoutSeconds: 600}); err == nil {
+		t.Fatal("an exec past the timeout bound was allowed")
+	}
+	log := filepath.Join(gw.DataDir, gatewaytest.DecisionLogFile)
+	if code, out, stderr := runCLI(t, "", "policy", "replay", "--candidate", "../../policies", "--log", log); code != exitOK || !strings.Contains(out, "no decision flips") {
+		t.Fatalf("replay under the same bundle: exit %d\n%s%s", code, out, stderr)
+	}
+	loose := policytest.Copy(t, policies.EmbeddedBundle(), func(p string, b []byte) ([]byte, error) {
+		if p == "data.json" {
+			return []byte(strings.Replace(string(b), `"max_timeout_seconds": 120`, `"max_timeout_seconds": 86400`, 1)), nil
+		}
+		return b, nil
+	})
+	code, out, stderr := runCLI(t, "", "policy", "replay", "--candidate", loose, "--log", log)
+	if code != exitDenied || !regexp.MustCompile(`deny_to_allow\s+E2\s+1`).MatchString(out) {
+		t.Fatalf("replay under a loosened bundle: exit %d\n%s%s", code, out, stderr)
 	}
 }

@@ -8,12 +8,16 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"sandgate/gateway/audit"
 	"sandgate/gateway/escape"
+	"sandgate/gateway/replay"
 	"sandgate/policies"
 )
 
@@ -22,7 +26,7 @@ func newPolicyCmd() *cobra.Command {
 		Use:   "policy",
 		Short: "Inspect, test and evaluate the Rego policy bundle",
 	}
-	cmd.AddCommand(newPolicyEvalCmd(), newPolicyInfoCmd(), newPolicyTestCmd(), newPolicyBuildCmd(), newPolicyAuditCmd())
+	cmd.AddCommand(newPolicyEvalCmd(), newPolicyInfoCmd(), newPolicyTestCmd(), newPolicyBuildCmd(), newPolicyAuditCmd(), newPolicyReplayCmd())
 	return cmd
 }
 
@@ -380,4 +384,152 @@ Exit status: 0 nothing admitted, 3 something admitted, 1 error.`,
 	bf.add(cmd)
 	cmd.Flags().StringVar(&format, "format", "text", "text or json")
 	return cmd
+}
+
+func newPolicyReplayCmd() *cobra.Command {
+	var candidate, key, keyID, since, until, format string
+	var logs []string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "replay --candidate DIR|bundle.tar.gz --log decisions.jsonl [--log ...] [--since T] [--until T]",
+		Short: "Re-decide logged decisions under a candidate bundle and print what flips",
+		Long: `Re-evaluate every decision of the decision log(s) that was logged with its input
+(decision_log.include_inputs) under the candidate bundle, and print the flips:
+allow->deny, deny->allow, and refusals whose rule ids change, grouped by rule id
+with counts and example decision ids. Decisions without an input are counted as
+skipped. Pass every file to replay: decisions.jsonl and its rotated copies
+(decisions.jsonl.1 ...).
+
+Exit status: 0 nothing loosened, 3 at least one logged refusal would now be
+allowed (a reviewer's sign-off is due), 1 error.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if candidate == "" || len(logs) == 0 {
+				return errors.New("--candidate and --log are required")
+			}
+			var opts replay.Options
+			for _, tf := range []struct {
+				flag, value string
+				into        *time.Time
+			}{{"--since", since, &opts.Since}, {"--until", until, &opts.Until}} {
+				if tf.value == "" {
+					continue
+				}
+				t, err := time.Parse(time.RFC3339Nano, tf.value)
+				if err != nil {
+					return fmt.Errorf("%s: want an RFC 3339 time like 2026-12-01T09:00:00Z: %w", tf.flag, err)
+				}
+				*tf.into = t
+			}
+			opts.Limit = limit
+			bf := bundleFlags{key: key, keyID: keyID}
+			if st, err := os.Stat(candidate); err == nil && st.IsDir() {
+				bf.dir = candidate
+			} else {
+				bf.file = candidate
+			}
+			cfg, err := bf.config()
+			if err != nil {
+				return err
+			}
+			engine, err := policies.New(cmd.Context(), cfg)
+			if err != nil {
+				return fmt.Errorf("load the candidate: %w", err)
+			}
+			r := replay.New(engine, opts)
+			for _, name := range logs {
+				if err := replayLog(cmd, r, name); err != nil {
+					return err
+				}
+			}
+			rep := r.Report()
+			switch format {
+			case "json":
+				doc, err := json.Marshal(rep)
+				if err != nil {
+					return err
+				}
+				if err := writeIndented(cmd, doc); err != nil {
+					return err
+				}
+			case "text":
+				if err := writeReplay(cmd.OutOrStdout(), rep); err != nil {
+					return err
+				}
+			default:
+				return fmt.Errorf("--format %q: want text or json", format)
+			}
+			if rep.Loosens() {
+				return errDenied
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&candidate, "candidate", "", "the candidate bundle: a directory or a bundle file (required)")
+	cmd.Flags().StringArrayVar(&logs, "log", nil, "a decision log file; repeat for rotated files (required)")
+	cmd.Flags().StringVar(&key, "verification-key", "", "PEM public key a candidate bundle file must be signed with")
+	cmd.Flags().StringVar(&keyID, "verification-key-id", "", "the key id its signature must name (default "+policies.DefaultKeyID+")")
+	cmd.Flags().StringVar(&since, "since", "", "replay decisions from this RFC 3339 time")
+	cmd.Flags().StringVar(&until, "until", "", "replay decisions before this RFC 3339 time")
+	cmd.Flags().IntVar(&limit, "limit", 0, "stop after this many replayed decisions (default: all)")
+	cmd.Flags().StringVar(&format, "format", "text", "text or json")
+	return cmd
+}
+
+func replayLog(cmd *cobra.Command, r *replay.Replayer, name string) error {
+	f, err := os.Open(name)
+	if err != nil {
+		return fmt.Errorf("--log: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	skipped, err := audit.ReadFile(f, func(e audit.Entry) error { return r.Add(cmd.Context(), e) })
+	if errors.Is(err, replay.ErrLimit) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if skipped > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s: %d lines are not decisions and were skipped\n", name, skipped)
+	}
+	return nil
+}
+
+// writeReplay prints a replay report as a table.
+func writeReplay(out io.Writer, rep replay.Report) error {
+	skipped := 0
+	for _, n := range rep.Skipped {
+		skipped += n
+	}
+	fmt.Fprintf(out, "replayed %d decisions of revision %s under candidate %s: %d unchanged, %d skipped",
+		rep.Replayed, strings.Join(rep.LoggedRevisions, ", "), rep.CandidateRevision, rep.Unchanged, skipped)
+	if skipped > 0 {
+		var why []string
+		for reason, n := range rep.Skipped {
+			why = append(why, fmt.Sprintf("%s %d", reason, n))
+		}
+		slices.Sort(why)
+		fmt.Fprintf(out, " (%s)", strings.Join(why, ", "))
+	}
+	fmt.Fprintln(out)
+	if rep.Truncated {
+		fmt.Fprintln(out, "stopped at --limit")
+	}
+	if len(rep.Groups) == 0 {
+		_, err := fmt.Fprintln(out, "no decision flips")
+		return err
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "FLIP\tRULE\tCOUNT\tEXAMPLE DECISION IDS")
+	for _, g := range rep.Groups {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", g.Kind, g.Rule, g.Count, strings.Join(g.Examples, ", "))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if rep.Loosens() {
+		_, err := fmt.Fprintf(out, "%d logged refusals would be allowed: a reviewer's sign-off is due\n", rep.Flips[replay.DenyToAllow])
+		return err
+	}
+	return nil
 }

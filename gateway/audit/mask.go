@@ -70,8 +70,9 @@ func mask(v any, key string) any {
 }
 
 // maskEnv keeps the names of an environment (a map, or a list of
-// NAME=value strings) and masks every value; any other shape is masked
-// whole.
+// NAME=value strings) and masks every value; a string is masked whole. A
+// boolean, number or null is no value of a variable and stays (Nomad's
+// Identity.Env is a boolean the policy checks).
 func maskEnv(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
@@ -90,8 +91,8 @@ func maskEnv(v any) any {
 			x[i] = name + "=" + Masked
 		}
 		return x
-	case nil:
-		return nil
+	case string:
+		return Masked
 	}
-	return Masked
+	return v
 }

@@ -235,3 +235,23 @@ func ReadFile(r io.Reader, each func(Entry) error) (skipped int, err error) {
 	}
 	return skipped, sc.Err()
 }
+
+// Each hands every retained entry, oldest first, to each (the live file
+// as it was when Each began); it stops at each's first error.
+func (l *Log) Each(each func(Entry) error) error {
+	files, err := l.snapshot()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, f := range files {
+			_ = f.f.Close()
+		}
+	}()
+	for _, f := range files {
+		if _, err := ReadFile(io.LimitReader(f.f, f.size), each); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -15,7 +15,7 @@ func TestMaskInputTakesOutEverySecret(t *testing.T) {
 	in := `{"token":{"role":"agent","sub":"ci","jti":"01J"},
 	  "request":{"body":{"argv":["cat"],"stdin":"s3cret-stdin","stdin_base64":"czNjcmV0","env":{"API_KEY":"s3cret-env"},
 	  "nested":[{"Authorization":"Bearer s3cret-bearer","token_digest":"abc123"}]}},
-	  "job":{"TaskGroups":[{"Tasks":[{"Env":["A=s3cret-a","B"]}]}]},"password":"pw"}`
+	  "job":{"TaskGroups":[{"Tasks":[{"Env":["A=s3cret-a","B"],"Identity":{"Env":false,"File":false}}]}]},"password":"pw"}`
 	out, err := MaskInput([]byte(in))
 	if err != nil {
 		t.Fatal(err)
@@ -25,7 +25,7 @@ func TestMaskInputTakesOutEverySecret(t *testing.T) {
 			t.Errorf("the masked input holds %s: %s", secret, out)
 		}
 	}
-	for _, kept := range []string{`"argv":["cat"]`, `"API_KEY":"[masked]"`, `"A=[masked]"`, `"sub":"ci"`, `"jti":"01J"`} {
+	for _, kept := range []string{`"argv":["cat"]`, `"API_KEY":"[masked]"`, `"A=[masked]"`, `"sub":"ci"`, `"jti":"01J"`, `"Identity":{"Env":false,"File":false}`} {
 		if !strings.Contains(string(out), kept) {
 			t.Errorf("the masked input lost %s: %s", kept, out)
 		}
