@@ -268,3 +268,29 @@ func TestPolicyReplayExitsThreeOnALoosening(t *testing.T) {
 		t.Fatalf("replay under a loosened bundle: exit %d\n%s%s", code, out, stderr)
 	}
 }
+
+// `policy eval --request` asks a gateway what it would decide.
+func TestPolicyEvalRequestDryRunsOnTheGateway(t *testing.T) {
+	t.Parallel()
+	gw := gatewaytest.New(t, gatewaytest.Options{})
+	op := gw.Mint(token.RoleOperator, "ops")
+	req := `{"method": "GET", "path": "/v1/sandboxes", "token_claims": {"role": "session", "sub": "session:k7x2m9p4q8r5t1v6", "sandbox_id": "k7x2m9p4q8r5t1v6"}}`
+	code, out, stderr := runCLI(t, req, "policy", "eval", "--request", "-", "--addr", gw.URL, "--token", op)
+	var ev struct {
+		Allow   bool     `json:"allow"`
+		RuleIDs []string `json:"rule_ids"`
+		DryRun  bool     `json:"dry_run"`
+		Input   struct {
+			Request struct {
+				Route string `json:"route"`
+			} `json:"request"`
+		} `json:"input"`
+	}
+	if code != exitDenied || json.Unmarshal([]byte(out), &ev) != nil || ev.Allow || !ev.DryRun ||
+		!slices.Equal(ev.RuleIDs, []string{"T2"}) || ev.Input.Request.Route != "/v1/sandboxes" {
+		t.Fatalf("a session token listing, dry-run: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, _, stderr := runCLI(t, req, "policy", "eval", "--request", "-", "--entrypoint", "authz", "--addr", gw.URL, "--token", op); code != exitError || !strings.Contains(stderr, "takes no --entrypoint") {
+		t.Fatalf("--request with --entrypoint: exit %d %s", code, stderr)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"sandgate/gateway/audit"
+	"sandgate/gateway/client"
 	"sandgate/gateway/escape"
 	"sandgate/gateway/replay"
 	"sandgate/policies"
@@ -40,16 +41,34 @@ type evalOutput struct {
 }
 
 func newPolicyEvalCmd() *cobra.Command {
-	var entrypoint, input, policyDir string
+	var entrypoint, input, request, policyDir string
+	var api *apiFlags
 	cmd := &cobra.Command{
-		Use:   "eval --entrypoint authz|admission --input FILE|-",
-		Short: "Evaluate one decision on an input document",
+		Use:   "eval (--entrypoint authz|admission|... --input FILE|- | --request FILE|-)",
+		Short: "Evaluate one decision on an input document, or dry-run a request on a gateway",
 		Long: `Evaluate one entrypoint of the bundle on a JSON input document and print
 {allow, violations, revision, decision_id, duration_us}.
+
+With --request, ask a running gateway (--addr, an operator or reviewer token)
+what it would decide if a caller sent this request: the file holds
+{"method", "path", "token_claims": {"role", "sub", "scopes", "sandbox_id"},
+"body"}, and the gateway builds the input with exactly the code a live request
+goes through (its router, the route's body decoding, the target sandbox's
+record), decides it with the bundle in force and changes nothing
+(POST /v1/policy/evaluate). The built input is printed too.
 
 Exit status: 0 allowed, 3 denied, 1 error (unreadable input, policy error).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if request != "" {
+				if entrypoint != "" || input != "" || policyDir != "" {
+					return errors.New("--request asks a gateway; it takes no --entrypoint, --input or --policy-dir")
+				}
+				return dryRunRequest(cmd, api, request)
+			}
+			if entrypoint == "" || input == "" {
+				return errors.New("--entrypoint and --input are required (or --request)")
+			}
 			ep, err := policies.ParseEntrypoint(entrypoint)
 			if err != nil {
 				return err
@@ -58,15 +77,11 @@ Exit status: 0 allowed, 3 denied, 1 error (unreadable input, policy error).`,
 			if err != nil {
 				return err
 			}
-			r := cmd.InOrStdin()
-			if input != "-" {
-				f, err := os.Open(input)
-				if err != nil {
-					return err
-				}
-				defer func() { _ = f.Close() }()
-				r = f
+			r, closeInput, err := openInput(cmd, input)
+			if err != nil {
+				return err
 			}
+			defer closeInput()
 			in, err := policies.ParseInput(r)
 			if err != nil {
 				return err
@@ -91,12 +106,58 @@ Exit status: 0 allowed, 3 denied, 1 error (unreadable input, policy error).`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&entrypoint, "entrypoint", "", "entrypoint: authz or admission (required)")
-	cmd.Flags().StringVar(&input, "input", "", "input document: a JSON file, or - for stdin (required)")
-	_ = cmd.MarkFlagRequired("entrypoint")
-	_ = cmd.MarkFlagRequired("input")
+	cmd.Flags().StringVar(&entrypoint, "entrypoint", "", "entrypoint: authz, admission, lifecycle, hosts, reclaim or isolation")
+	cmd.Flags().StringVar(&input, "input", "", "input document: a JSON file, or - for stdin")
+	cmd.Flags().StringVar(&request, "request", "", "a request to dry-run on the gateway at --addr: a JSON file, or - for stdin")
 	addPolicyDirFlag(cmd, &policyDir)
+	api = addAPIFlags(cmd)
 	return cmd
+}
+
+// openInput opens a file, or stdin for "-".
+func openInput(cmd *cobra.Command, name string) (io.Reader, func(), error) {
+	if name == "-" {
+		return cmd.InOrStdin(), func() {}, nil
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, func() { _ = f.Close() }, nil
+}
+
+// dryRunRequest sends the request in file to the gateway's dry run.
+func dryRunRequest(cmd *cobra.Command, api *apiFlags, file string) error {
+	r, closeInput, err := openInput(cmd, file)
+	if err != nil {
+		return err
+	}
+	defer closeInput()
+	dec := json.NewDecoder(io.LimitReader(r, 1<<20))
+	dec.DisallowUnknownFields()
+	var req client.DryRequest
+	if err := dec.Decode(&req); err != nil {
+		return fmt.Errorf("--request: want {method, path, token_claims, body}: %w", err)
+	}
+	cl, err := api.client()
+	if err != nil {
+		return err
+	}
+	ev, err := cl.EvaluateRequest(cmd.Context(), req)
+	if err != nil {
+		return err
+	}
+	out, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	if err := writeIndented(cmd, out); err != nil {
+		return err
+	}
+	if !ev.Allow {
+		return errDenied
+	}
+	return nil
 }
 
 func newPolicyInfoCmd() *cobra.Command {

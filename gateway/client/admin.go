@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -112,5 +113,20 @@ func (c *Client) Decisions(ctx context.Context, limit int) ([]Decision, error) {
 func (c *Client) Policy(ctx context.Context) (Policy, error) {
 	var out Policy
 	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/policy", out: &out})
+	return out, err
+}
+
+// EvaluateRequest dry-runs req on the gateway (POST /v1/policy/evaluate):
+// what would the policy decide if this caller sent this. Nothing changes.
+func (c *Client) EvaluateRequest(ctx context.Context, req DryRequest) (Evaluation, error) {
+	var out Evaluation
+	err := c.do(ctx, request{method: http.MethodPost, path: "/v1/policy/evaluate", in: map[string]any{"request": req}, out: &out})
+	return out, err
+}
+
+// EvaluateInput dry-runs an input document on one entrypoint.
+func (c *Client) EvaluateInput(ctx context.Context, entrypoint string, input json.RawMessage) (Evaluation, error) {
+	var out Evaluation
+	err := c.do(ctx, request{method: http.MethodPost, path: "/v1/policy/evaluate", in: map[string]any{"entrypoint": entrypoint, "input": input}, out: &out})
 	return out, err
 }

@@ -1,5 +1,7 @@
 package client
 
+import "encoding/json"
+
 // The API's objects, field for field as docs/api.md shows them. Times are
 // the RFC 3339 UTC strings the gateway sends (empty when unset), kept as
 // text so an object prints back exactly as it was received.
@@ -260,7 +262,34 @@ type Policy struct {
 	DigestAlgorithm string       `json:"digest_algorithm"`
 	LoadedAt        string       `json:"loaded_at"`
 	Signed          bool         `json:"signed"`
-	Rules           []PolicyRule `json:"rules"`
+	// Signer is the key id that verified a signed bundle.
+	Signer string       `json:"signer,omitempty"`
+	Rules  []PolicyRule `json:"rules"`
+}
+
+// DryRequest is a request as a caller would send it, for a dry run: the
+// gateway builds its input with the live code and decides it.
+type DryRequest struct {
+	Method string `json:"method"`
+	// Path is the request target, query included.
+	Path string `json:"path"`
+	// TokenClaims: role is required; scopes default to the role's, exp to
+	// an hour from now, active to true.
+	TokenClaims map[string]any  `json:"token_claims"`
+	Body        json.RawMessage `json:"body,omitempty"`
+}
+
+// Evaluation is a dry run's decision and the input it was made on.
+type Evaluation struct {
+	Entrypoint string          `json:"entrypoint"`
+	Allow      bool            `json:"allow"`
+	Violations []Violation     `json:"violations"`
+	RuleIDs    []string        `json:"rule_ids"`
+	DecisionID string          `json:"decision_id"`
+	Revision   string          `json:"bundle_revision"`
+	DurationUS int64           `json:"duration_us"`
+	Input      json.RawMessage `json:"input"`
+	DryRun     bool            `json:"dry_run"`
 }
 
 // PolicyRule is one annotated rule of the bundle.

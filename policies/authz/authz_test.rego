@@ -73,6 +73,7 @@ requests := {
 	"DELETE /v1/tokens/:jti": {"params": {"jti": "01JAGENT"}},
 	"GET /v1/policy": {"params": {}},
 	"POST /v1/policy/evaluate": {"params": {}, "body": {"package": "authz", "input": {}}},
+	"POST /v1/policy/replay": {"params": {}},
 }
 
 # The request document for a route key: method and route split from the key.

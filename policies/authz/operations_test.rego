@@ -9,7 +9,10 @@ test_c1_advertised_routes_allowed if {
 }
 
 test_c1_route_of_an_unadvertised_capability_denied if {
-	ids(base("POST /v1/policy/evaluate", "operator")) == {"C1"}
+	caps := [c | some c in cfg.capabilities; c != "policy.evaluate.v1"]
+	every key in ["POST /v1/policy/evaluate", "POST /v1/policy/replay"] {
+		ids(base(key, "operator")) == {"C1"} with data.sandgate.config.capabilities as caps
+	}
 }
 
 test_c1_removing_a_capability_switches_its_routes_off if {
