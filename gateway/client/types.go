@@ -258,10 +258,10 @@ type Policy struct {
 	Revision string `json:"revision"`
 	// Digest identifies the bundle's files; DigestAlgorithm says how
 	// (sha256-files-v1: the SHA-256 over each file's path and bytes).
-	Digest          string       `json:"digest"`
-	DigestAlgorithm string       `json:"digest_algorithm"`
-	LoadedAt        string       `json:"loaded_at"`
-	Signed          bool         `json:"signed"`
+	Digest          string `json:"digest"`
+	DigestAlgorithm string `json:"digest_algorithm"`
+	LoadedAt        string `json:"loaded_at"`
+	Signed          bool   `json:"signed"`
 	// Signer is the key id that verified a signed bundle.
 	Signer string       `json:"signer,omitempty"`
 	Rules  []PolicyRule `json:"rules"`
