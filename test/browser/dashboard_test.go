@@ -21,11 +21,12 @@ var sessionTitle = regexp.MustCompile(`^Session token for sandbox ([a-z0-9]+)$`)
 // `sandgate dev` on the simulator: sign in, create a sandbox, run commands
 // in its console, extend and destroy it; see a policy refusal's rule ids;
 // mint and revoke tokens; be sent back to sign-in by a 401; manage hosts;
-// read the decisions. Secrets must leave the page as soon as their dialog
+// read the decisions; read the policy and replay a candidate. Secrets must leave the page as soon as their dialog
 // closes, whichever way it closes, and nothing may reach browser storage.
 func TestTheOperatorDrivesTheDashboardInARealBrowser(t *testing.T) {
 	chromiumPath(t) // skip early, before the build, when there is no browser
-	g := startGateway(t, testbin.Build(t))
+	bin := testbin.Build(t)
+	g := startGateway(t, bin)
 	b := newTab(t, 90*time.Second)
 
 	b.do(step, "open the dashboard", chromedp.Navigate(g.url+"/"))
@@ -51,6 +52,8 @@ func TestTheOperatorDrivesTheDashboardInARealBrowser(t *testing.T) {
 	hostsView(t, b, g)
 	t.Logf("screenshot of the hosts view: %s", b.screenshot("hosts.png"))
 	decisionsView(t, b)
+	policyView(t, b, g, bin)
+	t.Logf("screenshot of the policy view: %s", b.screenshot("policy.png"))
 	b.clean()
 	t.Logf("screenshot of the decisions view: %s", b.screenshot("dashboard.png"))
 

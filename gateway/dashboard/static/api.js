@@ -92,6 +92,9 @@ export async function request(method, url, opts = {}) {
   if (opts.body !== undefined) {
     headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(opts.body);
+  } else if (opts.raw !== undefined) {
+    headers['Content-Type'] = opts.contentType || 'application/octet-stream';
+    init.body = opts.raw;
   }
   const resp = await send(url, init);
   if (resp.status === 401) {

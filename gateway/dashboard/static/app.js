@@ -16,6 +16,7 @@ import {
   byId, clear, clearError, describe, disableAll, notice, run, showError, state,
 } from './dom.js';
 import { initHosts, loadHosts } from './hosts.js';
+import { initPolicy, loadPolicy } from './policy.js';
 import { initSandboxes, loadSandboxes } from './sandboxes.js';
 import { initTokens, loadTokens } from './tokens.js';
 
@@ -24,6 +25,7 @@ const VIEWS = {
   sandboxes: { show: loadSandboxes },
   tokens: { show: loadTokens },
   decisions: { show: startDecisions, hide: stopDecisions },
+  policy: { show: loadPolicy },
 };
 let current = null;
 
@@ -78,6 +80,9 @@ async function navigate(name) {
 // wipe removes every piece of API data from the page.
 function wipe() {
   for (const name of Object.keys(VIEWS)) clear(byId(`${name}-table`).tBodies[0]);
+  clear(byId('replay-table').tBodies[0]);
+  byId('replay-summary').hidden = true;
+  byId('policy-summary').textContent = '';
   clear(byId('node-names'));
   closePanel();
   notice('');
@@ -128,6 +133,7 @@ function init() {
   initSandboxes();
   initTokens();
   initDecisions();
+  initPolicy();
   setUnauthorizedHandler((err) => signOut(`signed out: the gateway refused the token (${describe(err)})`));
   byId('sign-in-form').addEventListener('submit', (ev) => { signIn(ev).catch(showError); });
   byId('sign-out').addEventListener('click', () => signOut('signed out'));

@@ -83,3 +83,11 @@ test('a problem of the wrong shape still describes safely', () => {
   assert.deepEqual(err.ruleIds, []);
   assert.equal(describe(err), 'error (HTTP 500): HTTP 500');
 });
+
+test('a replay query takes an RFC 3339 since and a limit, and refuses other times', async () => {
+  const { replayQuery } = await import('../../static/policy.js');
+  assert.equal(replayQuery(undefined, undefined), '');
+  assert.equal(replayQuery('2026-12-01T09:00:00Z', 200), '?since=2026-12-01T09%3A00%3A00Z&limit=200');
+  assert.throws(() => replayQuery('yesterday', undefined), InputError);
+  assert.throws(() => replayQuery('12/01/2026', undefined), InputError);
+});
