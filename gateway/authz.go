@@ -46,6 +46,7 @@ func (s *Server) authorize(newBody func() requestBody) echo.MiddlewareFunc {
 			if !d.Allow {
 				return s.denial(d, rec, c.Param("id"), cl.active)
 			}
+			warn(c, d)
 			if body != nil {
 				if err := body.check(s); err != nil {
 					return err
@@ -147,8 +148,10 @@ func (s *Server) decide(ctx context.Context, ep policies.Entrypoint, v ast.Value
 		DurationUS: d.Duration.Microseconds(),
 		Principal:  principal,
 	}
-	for _, v := range d.Violations {
-		entry.Violations = append(entry.Violations, audit.Violation{Rule: v.Rule, Msg: v.Msg})
+	for _, vs := range [][]policies.Violation{d.Violations, d.Warnings, d.DryRun} {
+		for _, v := range vs {
+			entry.Violations = append(entry.Violations, audit.Violation{Rule: v.Rule, Msg: v.Msg, Mode: v.Mode})
+		}
 	}
 	if s.cfg.LogInputs {
 		// Only ever the masked document: an input that cannot be masked

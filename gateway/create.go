@@ -147,6 +147,7 @@ type createPlan struct {
 // written.
 func (s *Server) reserveOn(c echo.Context, cl *caller, plan createPlan, cand candidate) (reservation, error) {
 	ctx := c.Request().Context()
+	var admitted policies.Decision
 	body, st, cpu, mem, now := plan.body, plan.settings, plan.cpu, plan.mem, plan.now
 	spec, job, jobJSON, err := RenderJob(st, SpecRequest{
 		Node: cand.node.Name, Arch: cand.node.Attributes["cpu.arch"],
@@ -210,6 +211,7 @@ func (s *Server) reserveOn(c echo.Context, cl *caller, plan createPlan, cand can
 		if !d.Allow {
 			return admissionDenial(d)
 		}
+		admitted = d
 		testhook.Pause(testhook.CreateAdmitted)
 		return nil
 	})
@@ -221,6 +223,7 @@ func (s *Server) reserveOn(c echo.Context, cl *caller, plan createPlan, cand can
 		}
 		return reservation{}, unavailable("the sandbox could not be reserved; nothing was changed", err)
 	}
+	warn(c, admitted) // only the decision that admitted: a retried transaction decides again
 	return reservation{rec: rec, job: job, token: raw}, nil
 }
 

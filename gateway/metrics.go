@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -134,8 +135,12 @@ func (m *metrics) observeDecision(d policies.Decision, err error) {
 	}
 	// Once per rule and mode of a decision, however many messages.
 	seen := make(map[[2]string]bool, len(d.Violations))
-	for _, v := range d.Violations {
-		key := [2]string{v.Rule, "deny"}
+	for _, v := range slices.Concat(d.Violations, d.Warnings, d.DryRun) {
+		mode := v.Mode
+		if mode == "" {
+			mode = policies.ModeDeny
+		}
+		key := [2]string{v.Rule, mode}
 		if !seen[key] {
 			seen[key] = true
 			m.violations.WithLabelValues(ep, key[0], key[1], result).Inc()

@@ -298,3 +298,61 @@ func TestACandidateIsReplayedAgainstTheGatewaysLog(t *testing.T) {
 		t.Fatalf("an agent's replay: %d %s", r.status, r.body)
 	}
 }
+
+// A rule in warn mode allows the request and says why in a Warning header
+// and a warnings member; the decision log keeps it with its mode, and the
+// rule's mode shows in GET /v1/policy.
+func TestAWarnModeRuleAllowsAndSaysSo(t *testing.T) {
+	t.Parallel()
+	var eps []string
+	for _, ep := range policies.Entrypoints {
+		eps = append(eps, string(ep))
+	}
+	dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), eps)
+	found := false
+	policytest.EditFile(t, dir, "data.json", func(b []byte) []byte {
+		found = strings.Contains(string(b), `"enforcement": {}`)
+		return []byte(strings.Replace(string(b), `"enforcement": {}`, `"enforcement": {"E1": "warn", "E3": "dryrun"}`, 1))
+	}, &found)
+	h := newHarness(t, harnessOptions{policyDir: dir, logInputs: true})
+	agent := h.mint(token.RoleAgent, "ci")
+	id, session := h.create(agent, nil)
+	r := h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"-x"}})
+	if r.status != http.StatusOK {
+		t.Fatalf("an exec E1 warns about: %d %s", r.status, r.body)
+	}
+	if w := r.header.Get("Warning"); !strings.HasPrefix(w, `299 sandgate "E1: `) {
+		t.Fatalf("Warning header %q", w)
+	}
+	m := r.json(t)
+	ws, _ := m["warnings"].([]any)
+	if len(ws) != 1 || ws[0].(map[string]any)["rule"] != "E1" || ws[0].(map[string]any)["mode"] != "warn" || m["exit_code"] == nil {
+		t.Fatalf("the exec answer: %s", r.body)
+	}
+	// dryrun: allowed, nothing said to the caller, logged.
+	r = h.do(http.MethodGet, "/v1/sandboxes/"+id+"/logs?stream=env", session, nil)
+	if r.header.Get("Warning") != "" || r.status == http.StatusForbidden {
+		t.Fatalf("a dry-run violation reached the caller: %d %v %s", r.status, r.header, r.body)
+	}
+	got := h.do(http.MethodGet, "/v1/decisions?rule=E3", h.operator, nil).json(t)
+	ds, _ := got["decisions"].([]any)
+	if len(ds) != 1 {
+		t.Fatalf("the dry-run decision in the log: %v", got)
+	}
+	d := ds[0].(map[string]any)
+	v := d["violations"].([]any)[0].(map[string]any)
+	if d["allow"] != true || v["rule"] != "E3" || v["mode"] != "dryrun" {
+		t.Fatalf("the dry-run decision: %v", d)
+	}
+	pol := h.do(http.MethodGet, "/v1/policy", h.operator, nil).json(t)
+	modes := map[string]string{}
+	for _, r := range pol["rules"].([]any) {
+		rm := r.(map[string]any)
+		if rm["entrypoint"] == "authz" {
+			modes[rm["id"].(string)] = rm["mode"].(string)
+		}
+	}
+	if modes["E1"] != "warn" || modes["E3"] != "dryrun" || modes["T2"] != "deny" {
+		t.Fatalf("modes in GET /v1/policy: %v", modes)
+	}
+}

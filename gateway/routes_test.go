@@ -114,7 +114,7 @@ func TestAMalformedDecisionFailsClosed(t *testing.T) {
 			return data, nil
 		}
 		s := string(data)
-		const decision = `decision := {"allow": count(violations) == 0, "violations": violations}`
+		const decision = `decision := modes.decision(violations)`
 		if !strings.Contains(s, decision) {
 			t.Fatal("authz.rego no longer holds the decision this test rewrites")
 		}

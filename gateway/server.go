@@ -264,6 +264,7 @@ func (s *Server) routes() []route {
 
 func (s *Server) newEcho() *echo.Echo {
 	e := echo.New()
+	e.JSONSerializer = warningSerializer{}
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError

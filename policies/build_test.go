@@ -157,7 +157,11 @@ func TestBundleFilesThatMustNotServe(t *testing.T) {
 	})
 	injected := rewriteTarball(t, signed, func(name string, b []byte) []byte {
 		if name == "authz/authz.rego" {
-			return bytes.Replace(b, []byte(`decision := {"allow": count(violations) == 0`), []byte(`decision := {"allow": true`), 1)
+			const decision = `decision := modes.decision(violations)`
+			if !bytes.Contains(b, []byte(decision)) {
+				t.Fatalf("authz.rego has no %s to tamper with", decision)
+			}
+			return bytes.Replace(b, []byte(decision), []byte(`decision := {"allow": true, "violations": set()}`), 1)
 		}
 		return b
 	})

@@ -14,13 +14,22 @@ import (
 type Violation struct {
 	Rule string `json:"rule"`
 	Msg  string `json:"msg"`
+	// Mode is set on Warnings (ModeWarn) and DryRun (ModeDryRun); a
+	// violation that refuses has none.
+	Mode string `json:"mode,omitempty"`
 }
 
 // Decision is the outcome of one evaluation. Allow is true only when the
 // policy returned allow with no violation.
 type Decision struct {
-	Allow      bool          `json:"allow"`
-	Violations []Violation   `json:"violations"`
+	Allow bool `json:"allow"`
+	// Violations are the rules that refuse (mode deny).
+	Violations []Violation `json:"violations"`
+	// Warnings are violations of rules in mode warn: the request is
+	// allowed and the caller told. DryRun are those of rules in mode
+	// dryrun: allowed and only logged.
+	Warnings   []Violation   `json:"warnings,omitempty"`
+	DryRun     []Violation   `json:"dryrun,omitempty"`
 	ID         string        `json:"decision_id"`
 	Entrypoint Entrypoint    `json:"entrypoint"`
 	Revision   string        `json:"revision"`
@@ -55,30 +64,53 @@ func (d *Decision) fill(rs rego.ResultSet) error {
 	if !ok {
 		return fmt.Errorf("%w: allow is %T, not a boolean", ErrMalformedDecision, doc["allow"])
 	}
-	raw, ok := doc["violations"].([]any)
+	vs, err := violationsOf(doc, "violations", "", true)
+	if err != nil {
+		return err
+	}
+	if d.Warnings, err = violationsOf(doc, "warnings", ModeWarn, false); err != nil {
+		return err
+	}
+	if d.DryRun, err = violationsOf(doc, "dryrun", ModeDryRun, false); err != nil {
+		return err
+	}
+	if allow != (len(vs) == 0) {
+		return fmt.Errorf("%w: allow=%t with %d violations", ErrMalformedDecision, allow, len(vs))
+	}
+	d.Allow = allow
+	d.Violations = vs
+	return nil
+}
+
+// violationsOf reads the violation set doc[key]: required, or optional
+// (absent reads as none), each one marked with mode, sorted.
+func violationsOf(doc map[string]any, key, mode string, required bool) ([]Violation, error) {
+	v, present := doc[key]
+	if !present && !required {
+		return nil, nil
+	}
+	raw, ok := v.([]any)
 	if !ok {
-		return fmt.Errorf("%w: violations is %T, not a set or array", ErrMalformedDecision, doc["violations"])
+		return nil, fmt.Errorf("%w: %s is %T, not a set or array", ErrMalformedDecision, key, v)
 	}
 	vs := make([]Violation, 0, len(raw))
 	for i, r := range raw {
 		m, ok := r.(map[string]any)
 		if !ok {
-			return fmt.Errorf("%w: violation %d is %T, not an object", ErrMalformedDecision, i, r)
+			return nil, fmt.Errorf("%w: %s %d is %T, not an object", ErrMalformedDecision, key, i, r)
 		}
 		rule, _ := m["rule"].(string)
 		msg, _ := m["msg"].(string)
 		if rule == "" || msg == "" {
-			return fmt.Errorf("%w: violation %d lacks a rule id or a message", ErrMalformedDecision, i)
+			return nil, fmt.Errorf("%w: %s %d lacks a rule id or a message", ErrMalformedDecision, key, i)
 		}
-		vs = append(vs, Violation{Rule: rule, Msg: msg})
-	}
-	if allow != (len(vs) == 0) {
-		return fmt.Errorf("%w: allow=%t with %d violations", ErrMalformedDecision, allow, len(vs))
+		vs = append(vs, Violation{Rule: rule, Msg: msg, Mode: mode})
 	}
 	slices.SortFunc(vs, func(a, b Violation) int {
 		return cmp.Or(cmp.Compare(a.Rule, b.Rule), cmp.Compare(a.Msg, b.Msg))
 	})
-	d.Allow = allow
-	d.Violations = vs
-	return nil
+	if !required && len(vs) == 0 {
+		return nil, nil
+	}
+	return vs, nil
 }

@@ -2,6 +2,7 @@ package policies
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -33,9 +34,14 @@ func TestOnlyAWellFormedDecisionIsAccepted(t *testing.T) {
 		{"allow with a violation is malformed", resultOf(map[string]any{"allow": true, "violations": []any{violation}}), ErrMalformedDecision, Decision{}},
 		{"deny without a violation is malformed", resultOf(map[string]any{"allow": false, "violations": []any{}}), ErrMalformedDecision, Decision{}},
 		{"allow with no violation is an allow", resultOf(map[string]any{"allow": true, "violations": []any{}}), nil, Decision{Allow: true, Violations: []Violation{}}},
+		{"warnings and dry-run violations come back with their mode", resultOf(map[string]any{"allow": true, "violations": []any{},
+			"warnings": []any{map[string]any{"rule": "E3", "msg": "w"}}, "dryrun": []any{map[string]any{"rule": "H1", "msg": "d"}}}), nil,
+			Decision{Allow: true, Violations: []Violation{}, Warnings: []Violation{{Rule: "E3", Msg: "w", Mode: ModeWarn}}, DryRun: []Violation{{Rule: "H1", Msg: "d", Mode: ModeDryRun}}}},
+		{"warnings that are not a set are malformed", resultOf(map[string]any{"allow": true, "violations": []any{}, "warnings": "E3"}), ErrMalformedDecision, Decision{}},
+		{"a warning without a message is malformed", resultOf(map[string]any{"allow": true, "violations": []any{}, "warnings": []any{map[string]any{"rule": "E3"}}}), ErrMalformedDecision, Decision{}},
 		{"violations come back sorted by rule then message", resultOf(map[string]any{"allow": false, "violations": []any{
 			map[string]any{"rule": "P1", "msg": "b"}, violation, map[string]any{"rule": "P1", "msg": "a"},
-		}}), nil, Decision{Violations: []Violation{{"H1", "privileged"}, {"P1", "a"}, {"P1", "b"}}}},
+		}}), nil, Decision{Violations: []Violation{{Rule: "H1", Msg: "privileged"}, {Rule: "P1", Msg: "a"}, {Rule: "P1", Msg: "b"}}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -59,13 +65,16 @@ func TestOnlyAWellFormedDecisionIsAccepted(t *testing.T) {
 					t.Fatalf("violation %d = %+v, want %+v", i, d.Violations[i], c.want.Violations[i])
 				}
 			}
+			if !slices.Equal(d.Warnings, c.want.Warnings) || !slices.Equal(d.DryRun, c.want.DryRun) {
+				t.Fatalf("warnings %+v, dry run %+v; want %+v, %+v", d.Warnings, d.DryRun, c.want.Warnings, c.want.DryRun)
+			}
 		})
 	}
 }
 
 func TestRuleIDsAreDistinctAndSorted(t *testing.T) {
 	t.Parallel()
-	d := Decision{Violations: []Violation{{"P3", "a"}, {"H1", "b"}, {"P3", "c"}}}
+	d := Decision{Violations: []Violation{{Rule: "P3", Msg: "a"}, {Rule: "H1", Msg: "b"}, {Rule: "P3", Msg: "c"}}}
 	got := d.RuleIDs()
 	if len(got) != 2 || got[0] != "H1" || got[1] != "P3" {
 		t.Fatalf("RuleIDs = %v", got)

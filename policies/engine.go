@@ -190,6 +190,9 @@ func build(ctx context.Context, cfg Config) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := applyModes(settings, rules); err != nil {
+		return nil, err
+	}
 	c := &compiled{
 		revision: b.Manifest.Revision,
 		digest:   src.digest,

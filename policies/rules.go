@@ -20,13 +20,21 @@ type Rule struct {
 	Severity    string     `json:"severity"`    // custom.severity: critical, high, medium or low
 	Entrypoint  Entrypoint `json:"entrypoint"`  // the decision it belongs to
 	Location    string     `json:"location"`    // file:row in the bundle
-	// Mode is how a violation of the rule is enforced: ModeDeny, the only
-	// mode this engine has (a violation refuses the request).
+	// Mode is how a violation of the rule is enforced (ModeDeny, ModeWarn,
+	// ModeDryRun), from the bundle's data.sandgate.config.enforcement.
 	Mode string `json:"mode"`
 }
 
-// ModeDeny is the enforcement mode of every rule: a violation refuses.
-const ModeDeny = "deny"
+// Enforcement modes of a rule (data.sandgate.config.enforcement).
+const (
+	// ModeDeny: a violation refuses the request (the default).
+	ModeDeny = "deny"
+	// ModeWarn: the request is allowed; the violation is returned to the
+	// caller (warnings member, Warning header) and logged.
+	ModeWarn = "warn"
+	// ModeDryRun: the request is allowed; the violation is only logged.
+	ModeDryRun = "dryrun"
+)
 
 // denyRuleName is the partial set every denying rule contributes to.
 const denyRuleName = ast.Var("violations")

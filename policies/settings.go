@@ -31,6 +31,9 @@ type Settings struct {
 	Roles map[string]RoleSettings `json:"roles"`
 	// Capabilities are what GET /v1/capabilities advertises (C1).
 	Capabilities []string `json:"capabilities"`
+	// Enforcement maps a rule id of the authz or admission decision to its
+	// mode (ModeWarn, ModeDryRun); a rule not named is ModeDeny.
+	Enforcement map[string]string `json:"enforcement"`
 }
 
 // RoleSettings holds the scopes a role is granted (T1, T2).

@@ -201,19 +201,16 @@ func TestPolicyInfoPrintsTheBundleDigest(t *testing.T) {
 }
 
 // `policy audit` passes the shipped bundle and exits 3, listing what it
-// admits, for one whose admission decision no longer counts H1.
+// admits, for one that sets H1 to dryrun.
 func TestPolicyAuditExitsThreeOnABundleThatAdmitsPrivileged(t *testing.T) {
 	t.Parallel()
 	if code, out, stderr := runCLI(t, "", "policy", "audit"); code != exitOK || !strings.Contains(out, "0 admitted") {
 		t.Fatalf("the shipped bundle: exit %d\n%s%s", code, out, stderr)
 	}
-	const decision = `decision := {"allow": count(violations) == 0, "violations": violations}`
 	found := false
-	dir := policytest.EditFile(t, policytest.Copy(t, policies.EmbeddedBundle(), nil), "admission/admission.rego", func(b []byte) []byte {
-		found = strings.Contains(string(b), decision)
-		return []byte(strings.Replace(string(b), decision, `decision := {"allow": count(_kept) == 0, "violations": _kept}
-
-_kept := {v | some v in violations; v.rule != "H1"}`, 1))
+	dir := policytest.EditFile(t, policytest.Copy(t, policies.EmbeddedBundle(), nil), "data.json", func(b []byte) []byte {
+		found = strings.Contains(string(b), `"enforcement": {}`)
+		return []byte(strings.Replace(string(b), `"enforcement": {}`, `"enforcement": {"H1": "dryrun"}`, 1))
 	}, &found)
 	code, out, stderr := runCLI(t, "", "policy", "audit", "--policy-dir", dir, "--format", "json")
 	var doc struct {

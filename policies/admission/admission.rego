@@ -9,13 +9,15 @@
 # scope: package
 package sandgate.admission
 
+import data.sandgate.lib.modes
+
 # METADATA
 # title: Admission decision
 # description: >-
 #   Allows the job only when no violation fires. Each violation names the rule id that
 #   refused (INPUT, P1-P3, B1, B2, R1, H1-H11, I5) and a human-readable message.
 # entrypoint: true
-decision := {"allow": count(violations) == 0, "violations": violations}
+decision := modes.decision(violations)
 
 # --- how the rules are written ---------------------------------------------------------
 #

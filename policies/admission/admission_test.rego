@@ -277,19 +277,19 @@ _drop_nulls(x) := json.remove(x, [path | walk(x, [path, v]); v == null])
 # --- allow -----------------------------------------------------------------------------
 
 test_strict_none_is_allowed if {
-	_decision(_base) == {"allow": true, "violations": set()}
+	_decision(_base) == {"allow": true, "violations": set(), "warnings": set(), "dryrun": set()}
 }
 
 test_workspace_none_is_allowed if {
-	_decision(_workspace) == {"allow": true, "violations": set()}
+	_decision(_workspace) == {"allow": true, "violations": set(), "warnings": set(), "dryrun": set()}
 }
 
 test_strict_egress_on_egress_node_is_allowed if {
-	_decision(_egress) == {"allow": true, "violations": set()}
+	_decision(_egress) == {"allow": true, "violations": set(), "warnings": set(), "dryrun": set()}
 }
 
 test_workspace_egress_on_egress_node_is_allowed if {
-	_decision(_workspace_egress) == {"allow": true, "violations": set()}
+	_decision(_workspace_egress) == {"allow": true, "violations": set(), "warnings": set(), "dryrun": set()}
 }
 
 test_none_network_on_egress_node_is_allowed if {

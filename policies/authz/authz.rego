@@ -45,6 +45,8 @@
 # is iterated.
 package sandgate.authz
 
+import data.sandgate.lib.modes
+
 # METADATA
 # title: Request authorization decision
 # description: >-
@@ -53,7 +55,7 @@ package sandgate.authz
 #   L2, H9, B2, H11) and a message. Unknown routes, unknown roles, missing
 #   facts and mistyped facts all produce violations, so the default is deny.
 # entrypoint: true
-decision := {"allow": count(violations) == 0, "violations": violations}
+decision := modes.decision(violations)
 
 # ---------------------------------------------------------------------------
 # Shared helpers

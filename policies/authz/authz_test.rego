@@ -151,7 +151,7 @@ _route_role_denied(key, route, role) if {
 
 test_decision_shape_on_allow if {
 	d := authz.decision with input as base("GET /v1/sandboxes/:id", "session")
-	d == {"allow": true, "violations": set()}
+	d == {"allow": true, "violations": set(), "warnings": set(), "dryrun": set()}
 }
 
 test_decision_violation_carries_rule_and_msg if {
