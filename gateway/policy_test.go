@@ -356,3 +356,55 @@ func TestAWarnModeRuleAllowsAndSaysSo(t *testing.T) {
 		t.Fatalf("modes in GET /v1/policy: %v", modes)
 	}
 }
+
+// A reviewer token reads the policy and the decision log and dry-runs and
+// replays; every other route refuses it with T2, and it changes nothing.
+func TestAReviewerReadsAndDryRunsAndIsRefusedEverythingElse(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	agent := h.mint(token.RoleAgent, "ci")
+	id, _ := h.create(agent, nil)
+	reviewer := h.mint(token.RoleReviewer, "sec-team")
+	allowed := map[string]bool{
+		"GET /v1/policy": true, "GET /v1/decisions": true,
+		"POST /v1/policy/evaluate": true, "POST /v1/policy/replay": true,
+	}
+	bodies := map[string]any{
+		"POST /v1/policy/evaluate": map[string]any{"request": map[string]any{"method": "DELETE", "path": "/v1/sandboxes/" + id, "token_claims": map[string]any{"role": "agent", "sub": "ci"}}},
+	}
+	walked := 0
+	for _, rt := range h.srv.Echo().Routes() {
+		if !strings.HasPrefix(rt.Path, "/v1/") || rt.Path == "/v1/capabilities" {
+			continue
+		}
+		key := rt.Method + " " + rt.Path
+		path := strings.NewReplacer(":id", id, ":node", "worker-1", ":jti", "01JNOSUCHTOKEN").Replace(rt.Path)
+		body, ok := bodies[key]
+		if !ok && (rt.Method == http.MethodPost || rt.Method == http.MethodPut) {
+			body = map[string]any{}
+		}
+		r := h.do(rt.Method, path, reviewer, body)
+		walked++
+		if allowed[key] {
+			if r.status == http.StatusForbidden || r.status == http.StatusUnauthorized {
+				t.Errorf("%s as a reviewer: %d %s", key, r.status, r.body)
+			}
+			continue
+		}
+		if r.status != http.StatusForbidden || !strings.Contains(string(r.body), `"T2"`) {
+			t.Errorf("%s as a reviewer: %d %s, want 403 T2", key, r.status, r.body)
+		}
+	}
+	if walked < 15 {
+		t.Fatalf("only %d routes walked", walked)
+	}
+	// The dry run of the agent's destroy said allow, and destroyed nothing.
+	if rec, err := h.st.Get(t.Context(), id); err != nil || !rec.State.Live() {
+		t.Fatalf("the sandbox after a reviewer's dry run: %+v %v", rec, err)
+	}
+	// The reviewer's own principal is recorded, and it can be minted through the API.
+	r := h.do(http.MethodPost, "/v1/tokens", h.operator, map[string]any{"role": "reviewer", "ttl_seconds": 3600, "label": "audit week"})
+	if r.status != http.StatusCreated {
+		t.Fatalf("mint a reviewer token: %d %s", r.status, r.body)
+	}
+}

@@ -86,7 +86,7 @@ func formatTime(t time.Time) string {
 	return t.UTC().Format(timeFormat)
 }
 
-// TokenRequest is one operator or agent token to mint.
+// TokenRequest is one operator, agent or reviewer token to mint.
 type TokenRequest struct {
 	Role    token.Role
 	Subject string // empty: "<role>-<8 random characters>"
@@ -96,12 +96,12 @@ type TokenRequest struct {
 	MaxLiveSandboxes int64
 }
 
-// MintToken mints an operator or agent token with the role's scopes from
+// MintToken mints an operator, agent or reviewer token with the role's scopes from
 // the bundle and records its metadata (a token the store does not know is
 // refused, T4). It returns the token, shown once, and its record.
 func MintToken(ctx context.Context, iss *token.Issuer, st store.Store, s policies.Settings, req TokenRequest) (string, store.Token, error) {
-	if req.Role != token.RoleOperator && req.Role != token.RoleAgent {
-		return "", store.Token{}, fmt.Errorf("mint: role %q is not operator or agent", req.Role)
+	if req.Role != token.RoleOperator && req.Role != token.RoleAgent && req.Role != token.RoleReviewer {
+		return "", store.Token{}, fmt.Errorf("mint: role %q is not operator, agent or reviewer", req.Role)
 	}
 	if req.Subject == "" {
 		req.Subject = string(req.Role) + "-" + strings.ToLower(rand.Text()[:8])
@@ -167,7 +167,7 @@ func (s *Server) revokeToken(c echo.Context) error {
 	jti := c.Param("jti")
 	err := s.cfg.Store.RevokeToken(c.Request().Context(), jti, s.cfg.Now())
 	if errors.Is(err, store.ErrNotFound) {
-		return newProblem(http.StatusNotFound, codeTokenNotFound, fmt.Sprintf("no operator or agent token has id %q", jti))
+		return newProblem(http.StatusNotFound, codeTokenNotFound, fmt.Sprintf("no operator, agent or reviewer token has id %q", jti))
 	}
 	if err != nil {
 		return unavailable("the token could not be revoked; retry", err)

@@ -42,9 +42,11 @@ type mintFlags struct {
 func newTokenMintCmd(a *apiFlags) *cobra.Command {
 	m := &mintFlags{}
 	cmd := &cobra.Command{
-		Use:   "mint --role operator|agent [--ttl DUR] [--subject S] [--label L] [--max-live-sandboxes N] [--offline --data DIR]",
-		Short: "Mint an operator or agent token (through the gateway, or --offline with its signing key)",
-		Long: `Mint an operator or agent token and print the secret on stdout, once.
+		Use:   "mint --role operator|agent|reviewer [--ttl DUR] [--subject S] [--label L] [--max-live-sandboxes N] [--offline --data DIR]",
+		Short: "Mint an operator, agent or reviewer token (through the gateway, or --offline with its signing key)",
+		Long: `Mint an operator, agent or reviewer token and print the secret on stdout, once.
+A reviewer token reads the policy in force and the decision log, dry-runs and
+replays, and is refused everything else.
 
 By default the running gateway mints it (POST /v1/tokens, an operator
 token is needed). With --offline the token is minted with the signing key
@@ -53,8 +55,10 @@ is refused): the store is a single file locked by a running gateway, so
 stop the gateway first. This is how the first operator token is made.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if token.Role(m.role) != token.RoleOperator && token.Role(m.role) != token.RoleAgent {
-				return fmt.Errorf("--role must be operator or agent, not %q", m.role)
+			switch token.Role(m.role) {
+			case token.RoleOperator, token.RoleAgent, token.RoleReviewer:
+			default:
+				return fmt.Errorf("--role must be operator, agent or reviewer, not %q", m.role)
 			}
 			if m.ttl <= 0 {
 				return errors.New("--ttl must be positive, e.g. 24h")
@@ -75,7 +79,7 @@ stop the gateway first. This is how the first operator token is made.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&m.role, "role", "", "operator or agent")
+	f.StringVar(&m.role, "role", "", "operator, agent or reviewer")
 	f.DurationVar(&m.ttl, "ttl", 24*time.Hour, "lifetime, e.g. 24h")
 	f.StringVar(&m.subject, "subject", "", "the token's subject (sub); agents' sandboxes are owned by it")
 	f.StringVar(&m.label, "label", "", "a label shown when tokens are listed")

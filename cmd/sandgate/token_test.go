@@ -78,7 +78,7 @@ func TestOfflineMintingNeedsOffline(t *testing.T) {
 		{"--data without --offline is refused and says why", []string{"--data", t.TempDir()}, "--data works only with --offline"},
 		{"--key-file without --offline is refused", []string{"--key-file", "k.pem"}, "--key-file works only with --offline"},
 		{"a quota offline is refused", []string{"--offline", "--data", t.TempDir(), "--max-live-sandboxes", "1"}, "mint without --offline"},
-		{"a session role is refused", []string{"--offline", "--role", "session"}, "--role must be operator or agent"},
+		{"a session role is refused", []string{"--offline", "--role", "session"}, "--role must be operator, agent or reviewer"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

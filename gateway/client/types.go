@@ -198,6 +198,7 @@ type HostChange struct {
 const (
 	RoleOperator = "operator"
 	RoleAgent    = "agent"
+	RoleReviewer = "reviewer"
 )
 
 // Token is an operator or agent token's record.

@@ -35,12 +35,15 @@ const (
 	// RoleSession is bound to one sandbox (Claims.SandboxID) and is minted
 	// when that sandbox is created.
 	RoleSession Role = "session"
+	// RoleReviewer is a security reviewer: it reads the bundle in force
+	// and the decision log and dry-runs and replays, and changes nothing.
+	RoleReviewer Role = "reviewer"
 )
 
-// Valid reports whether r is one of the three roles.
+// Valid reports whether r is one of the roles sandgate knows.
 func (r Role) Valid() bool {
 	switch r {
-	case RoleOperator, RoleAgent, RoleSession:
+	case RoleOperator, RoleAgent, RoleSession, RoleReviewer:
 		return true
 	}
 	return false

@@ -37,6 +37,11 @@ tokens := {
 		"scopes": cfg.roles.operator.scopes,
 		"exp": now + 3600, "jti": "01JOPERATOR", "active": true,
 	},
+	"reviewer": {
+		"role": "reviewer", "sub": "sec-team",
+		"scopes": cfg.roles.reviewer.scopes,
+		"exp": now + 3600, "jti": "01JREVIEWER", "active": true,
+	},
 	"agent": {
 		"role": "agent", "sub": "ci",
 		"scopes": cfg.roles.agent.scopes,

@@ -6,7 +6,7 @@
 // reload forgets it.
 
 import {
-  capabilities, forgetToken, request, setToken, setUnauthorizedHandler, signedIn,
+  ApiError, capabilities, forgetToken, request, setToken, setUnauthorizedHandler, signedIn,
 } from './api.js';
 import { NEEDED, missingCapabilities } from './caps.js';
 import { closeAllDialogs, initDialogs } from './dialogs.js';
@@ -88,6 +88,23 @@ function wipe() {
   notice('');
 }
 
+// The views a reviewer token may open.
+const REVIEWER_VIEWS = ['policy', 'decisions'];
+
+// isReviewer proves the token: an operator's lists the sandboxes; a
+// reviewer's is refused that (403) and reads the policy instead. Any
+// other refusal is thrown.
+async function isReviewer() {
+  try {
+    await request('GET', '/v1/sandboxes');
+    return false;
+  } catch (err) {
+    if (!(err instanceof ApiError && err.status === 403)) throw err;
+    await request('GET', '/v1/policy');
+    return true;
+  }
+}
+
 function signOut(message) {
   forgetToken();
   closeAllDialogs();
@@ -109,8 +126,9 @@ async function signIn(ev) {
   if (state.locked || tok === '') return;
   clearError();
   setToken(tok);
+  let reviewer = false;
   try {
-    await request('GET', '/v1/sandboxes'); // proves the token before showing anything
+    reviewer = await isReviewer(); // proves the token before showing anything
   } catch (err) {
     if (signedIn()) forgetToken();
     byId('sign-in-message').textContent = `sign-in refused: ${describe(err)}`;
@@ -118,9 +136,13 @@ async function signIn(ev) {
   }
   byId('sign-in-message').textContent = '';
   byId('sign-in').hidden = true;
+  // A reviewer sees what it may read: the policy and the decisions.
+  for (const b of byId('nav').querySelectorAll('button')) {
+    b.hidden = reviewer && !REVIEWER_VIEWS.includes(b.dataset.view);
+  }
   byId('nav').hidden = false;
   byId('sign-out').hidden = false;
-  await navigate('sandboxes');
+  await navigate(reviewer ? 'policy' : 'sandboxes');
 }
 
 function init() {
