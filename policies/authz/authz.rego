@@ -144,7 +144,8 @@ _role_msg := "token.role is not a known role" if {
 # title: The token names its subject
 # description: >-
 #   Refuses a token.sub that is missing or not a non-empty string: the subject
-#   is half of a principal (T2, B3).
+#   is half of a principal (T2, B3). A token that is missing or not an object
+#   gets the token's own message.
 # custom:
 #   id: INPUT
 #   severity: critical
@@ -158,7 +159,8 @@ violations contains {"rule": "INPUT", "msg": _container_msg("token", "token.sub 
 # METADATA
 # title: The token carries its scopes
 # description: >-
-#   Refuses token.scopes that are missing or not an array.
+#   Refuses token.scopes that are missing or not an array. A token that is
+#   missing or not an object gets the token's own message.
 # custom:
 #   id: INPUT
 #   severity: critical

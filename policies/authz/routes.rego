@@ -19,48 +19,42 @@ _route_key := concat(" ", [input.request.method, input.request.route]) if {
 # ---------------------------------------------------------------------------
 
 # METADATA
-# title: The route is in the route table and the token's role may call it
+# title: The token may call this route
 # description: >-
 #   Deny by default: refuses a request whose method and route template are not
 #   an entry of data.sandgate.config.routes (a handler nobody added to the
 #   policy, a typo, a concrete path instead of a template, a method or route
-#   that is missing or not a string), and a request whose token.role is not
-#   one of the route's roles. This keeps session tokens off list, create,
-#   extend, hosts, tokens, decisions and policy routes, and agent tokens off
-#   extend, hosts, tokens, decisions and policy routes. A role that may not
-#   call the route gets this one message: the scope checks below apply to the
-#   roles a route lists.
+#   that is missing or not a string); a request whose token.role is not one
+#   of the route's roles (this keeps session tokens off list, create, extend,
+#   hosts, tokens, decisions and policy routes, and agent tokens off extend,
+#   hosts, tokens, decisions and policy routes); and a token whose scopes do
+#   not include the route's scope (a token minted with fewer scopes cannot use
+#   the rest of its role). The message names the first of these that fails:
+#   a role that may not call a route is not also told it lacks the scope.
+#   That each role a route lists is granted the route's scope in
+#   roles.<role>.scopes depends on policy data alone, so it is not checked per
+#   request: the bundle's tests hold the table and the roles together, and the
+#   engine runs them before it serves a bundle from disk and on every reload.
 # custom:
 #   id: T2
 #   severity: critical
-violations contains {"rule": "T2", "msg": _unrouted} if {
-	not input.token.role in data.sandgate.config.routes[input.request.method][input.request.route].roles
+violations contains {"rule": "T2", "msg": _unauthorized} if {
+	not {
+		route := data.sandgate.config.routes[input.request.method][input.request.route]
+		input.token.role in route.roles
+		route.scope in input.token.scopes
+	}
 }
 
-# Which of the three the request is; only read for a violation.
-_unrouted := "request has no route key" if {
+# Which check the request fails, in the order above; only read for a
+# violation.
+_unauthorized := "request has no route key" if {
 	not _route_key
 } else := concat("", ["route ", _route_key, " is not in the route table"]) if {
 	not data.sandgate.config.routes[input.request.method][input.request.route]
-} else := concat("", ["role may not call ", _route_key])
-
-# METADATA
-# title: The token holds the route's scope
-# description: >-
-#   For a role the route lists, refuses a token whose scopes do not include
-#   the route's scope: a token minted with fewer scopes cannot use the rest of
-#   its role. (That each role a route lists is granted the route's scope in
-#   roles.<role>.scopes depends on policy data alone, so it is not checked per
-#   request: the bundle's tests hold the table and the roles together, and the
-#   engine runs them before it serves a bundle from disk and on every reload.)
-# custom:
-#   id: T2
-#   severity: critical
-violations contains {"rule": "T2", "msg": concat("", ["token lacks the scope of ", input.request.method, " ", input.request.route])} if {
-	route := data.sandgate.config.routes[input.request.method][input.request.route]
-	not route.scope in input.token.scopes
-	input.token.role in route.roles
-}
+} else := concat("", ["role may not call ", _route_key]) if {
+	not input.token.role in data.sandgate.config.routes[input.request.method][input.request.route].roles
+} else := concat("", ["token lacks the scope of ", _route_key])
 
 # ---------------------------------------------------------------------------
 # T2: the target sandbox (the routes under /v1/sandboxes/:id, which the route

@@ -39,9 +39,8 @@ violations contains {"rule": "T1", "msg": "session token has no sandbox_id"} if 
 #   severity: critical
 violations contains {"rule": "T1", "msg": "session token carries a scope outside the session role"} if {
 	input.token.role == "session"
-	session_scopes := data.sandgate.config.roles.session.scopes
 	some scope in input.token.scopes
-	not scope in session_scopes
+	not scope in data.sandgate.config.roles.session.scopes
 }
 
 # ---------------------------------------------------------------------------
