@@ -76,7 +76,8 @@ func TestAdvertisedRoutesAreExactlyTheServedOnes(t *testing.T) {
 		Sandgate struct {
 			Config struct {
 				Capabilities []string `json:"capabilities"`
-				Routes       map[string]struct {
+				// method -> Echo route template -> entry
+				Routes map[string]map[string]struct {
 					Capability string `json:"capability"`
 				} `json:"routes"`
 			} `json:"config"`
@@ -92,14 +93,20 @@ func TestAdvertisedRoutesAreExactlyTheServedOnes(t *testing.T) {
 			registered[rt.Method+" "+rt.Path] = true
 		}
 	}
-	for key, route := range cfg.Routes {
-		advertised := slices.Contains(cfg.Capabilities, route.Capability)
+	table := map[string]string{} // "METHOD template" -> capability
+	for method, byRoute := range cfg.Routes {
+		for route, r := range byRoute {
+			table[method+" "+route] = r.Capability
+		}
+	}
+	for key, capability := range table {
+		advertised := slices.Contains(cfg.Capabilities, capability)
 		if advertised != registered[key] {
-			t.Errorf("%s: capability %s advertised %t, route registered %t", key, route.Capability, advertised, registered[key])
+			t.Errorf("%s: capability %s advertised %t, route registered %t", key, capability, advertised, registered[key])
 		}
 	}
 	for key := range registered {
-		if _, ok := cfg.Routes[key]; !ok {
+		if _, ok := table[key]; !ok {
 			t.Errorf("%s is registered but not in the policy's route table", key)
 		}
 	}

@@ -211,6 +211,28 @@ violations contains {"rule": "X1", "msg": "m"} if input.x
 			}
 			writeFile(t, filepath.Join(dir, "data.json"), strings.Replace(string(b), `"prefix": "sandgate-sbx-"`, `"prefix": ""`, 1))
 		}, "prefix", false},
+		// T2 does not re-check at every request that the roles a route lists
+		// are granted its scope: the bundle's tests hold the table and the
+		// roles together, and a bundle whose tests fail does not serve.
+		{"a route table listing a role its scopes do not grant, when tests are verified", func(t *testing.T, dir string) {
+			b, err := os.ReadFile(filepath.Join(dir, "data.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			hosts := `"/v1/hosts": {"capability": "hosts.v1", "scope": "hosts:read", "roles": ["operator"]}`
+			if !strings.Contains(string(b), hosts) {
+				t.Fatalf("data.json has no %s", hosts)
+			}
+			drifted := strings.Replace(hosts, `["operator"]`, `["operator", "agent"]`, 1)
+			writeFile(t, filepath.Join(dir, "data.json"), strings.Replace(string(b), hosts, drifted, 1))
+			for _, f := range []string{"authz_test.rego", "routes_test.rego"} { // the route table's tests
+				src, err := os.ReadFile(filepath.Join("authz", f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				writeFile(t, filepath.Join(dir, "authz", f), string(src))
+			}
+		}, "tests failed", true},
 		{"a failing Rego test, when tests are verified", func(t *testing.T, dir string) {
 			writeFile(t, filepath.Join(dir, "authz", "zz_test.rego"), "package sandgate.authz_test\n\ntest_fails if false\n")
 		}, "tests failed", true},

@@ -4,292 +4,195 @@
 # after the JWT is verified and before anything is forwarded to Nomad. The
 # input document is described in docs/policies.md ("The authz input").
 #
-# Layout:
-#   authz.rego      entrypoint, INPUT, shared helpers
-#   tokens.rego     T1-T4 (token shape, route/role/scope/ownership, expiry, revocation)
-#   sandboxes.rego  E1-E3, L2, H9, B2, H11
+# Where each rule is (grep `"rule": "<ID>"` finds every body of a rule id):
 #
-# Shape of every rule: one annotated `violations` body per rule id (or per
-# route family of a rule id), gated by a cached test, that reports every
-# problem found by a helper set of messages (`_input_errors`, `_t2_errors`,
-# ...). Each message names the exact check; the METADATA lists them all.
+#   authz.rego      the entrypoint; INPUT on the facts every request carries
+#   routes.rego     T2 (route table, role, scopes, ownership of the target), C1
+#   tokens.rego     T1, T3 (the token's expiry), T4, and minting (T4, B3)
+#   sandboxes.rego  the routes under /v1/sandboxes/:id: T3 (the target's expiry),
+#                   H9, E1 and E2 (exec), E3 (logs), L2 (extend)
+#   create.rego     POST /v1/sandboxes: INPUT on its body, L2, B2, H11
+#
+# Every check is written once, as one `violations` body (or one iteration over
+# a literal list of fields of the same shape) that names what it refuses.
+# There are no fast paths: the check that decides is the one that explains.
+#
+# How this package stays fast
+#
+# OPA evaluates every body of `violations` that its rule index cannot rule
+# out, so a body that applies to one route family starts with literal
+# comparisons the index reads: `input.request.method == "POST"`,
+# `input.request.route == "/v1/sandboxes/:id/exec"`, a `startswith` on the
+# route, `input.token.role == "session"`. A body whose route or role does not
+# match is never entered. Policy data is read by direct lookup (the route
+# table is keyed by method, then by route template); no per-request
+# comprehension rebuilds a set from data; what depends on policy data alone
+# (that the roles a route lists are granted its scope) is held by the bundle's
+# tests, not re-checked per request. No helper rule is read on the allow path
+# (each reference to a virtual document costs several evaluation steps): the
+# few helpers only word messages, and messages are built in the head, which is
+# only evaluated for a violation, so no sprintf runs before a check has
+# failed. Only what varies per request is iterated: argv, a session token's
+# scopes, and the fields of a container (a literal list).
 #
 # How this package fails closed
 #
-# A request is allowed only when no violation fires. Rego has a trap here: a
-# comparison with an undefined value is undefined, and OPA evaluates the
-# arguments of a call (is_number, `in`, `<`, `!=`, any function) BEFORE
-# applying `not`, so `not is_number(input.now)` is undefined (nothing fires)
-# when input.now is missing. So:
+# A request is allowed only when no violation fires. Every module imports
+# future.keywords.not: `not <expr>` then holds whenever <expr> does not,
+# including when a fact it reads is missing (without the import, OPA
+# evaluates the arguments of a negated call before the `not`, so
+# `not is_number(input.now)` would be undefined, not true, when input.now is
+# missing, and the violation would silently not fire). So:
 #
-#   1. A check that must fire on a missing fact is written as
-#      `not <zero-argument positive helper>` (`not _now_ok`), or as a function
-#      whose arguments are always defined (iteration variables, literals).
-#   2. Every fact the rules compare directly (now, method, route, the token's
-#      role/sub/scopes, the sandbox record's fields) is covered by INPUT, which
-#      fires when it is missing or mistyped. Other rules may then compare those
-#      facts inline: if one is missing their comparison is skipped, but INPUT
-#      has already denied the request.
-#   3. Where a fast path decides whether a rule's messages need computing:
-#      `_well_formed` (INPUT) and `_authorized` (T2) are exact, and a fallback
-#      message guarantees the rule still fires if no specific message matched
-#      (`_input_messages`, `_t2_messages`); `_exec_body_ok` (E1, E2) may be
-#      stricter than its messages (a long argv or a null field takes the slow,
-#      exact path) but never looser, which every E1/E2 deny test checks.
+#   1. A check is written as the negation of what makes a request acceptable
+#      (`not is_number(input.now)`, `not x <= limit`); a missing fact, a
+#      mistyped fact and a threshold missing from policy data all make it
+#      fire.
+#   2. A positive comparison skips a rule when a fact is missing; it is used
+#      only to say where a rule applies (the route, the role, "the field is
+#      present"), never as the check itself.
+#   3. Builtins that reject a type (concat, regex.match, startswith, count)
+#      are only called after is_string/is_array/is_object: with strict builtin
+#      errors a type error would be an evaluation error, not a violation.
 #
-# Speed: this runs on every request. OPA visits every `violations` body on
-# every evaluation (about 1 microsecond each even when its first expression is
-# false), so bodies are few; the common case is decided by fast paths
-# (_well_formed, _authorized, _exec_body_ok); lookups are equality/`in` on
-# the route table and role scopes; only argv (and a session token's scopes)
-# is iterated.
+# JSON null is read as absent for every optional fact (Go marshals a nil map
+# or pointer as null); a present optional value of the wrong type is refused.
 package sandgate.authz
 
 import data.sandgate.lib.modes
+import future.keywords.not
 
 # METADATA
 # title: Request authorization decision
 # description: >-
 #   The single entrypoint of the authz package. A request is allowed only when
 #   no violation fires; violations carry a stable rule id (INPUT, T1-T4, E1-E3,
-#   L2, H9, B2, H11) and a message. Unknown routes, unknown roles, missing
-#   facts and mistyped facts all produce violations, so the default is deny.
+#   L2, H9, B2, B3, H11, C1) and a message. Unknown routes, unknown roles,
+#   missing facts and mistyped facts all produce violations, so the default is
+#   deny.
 # entrypoint: true
 decision := modes.decision(violations)
 
 # ---------------------------------------------------------------------------
-# Shared helpers
-# ---------------------------------------------------------------------------
-
-_cfg := data.sandgate.config
-
-# Route key "<METHOD> <route template>", looked up directly in the route table.
-_route_key := concat(" ", [input.request.method, input.request.route]) if {
-	is_string(input.request.method)
-	is_string(input.request.route)
-}
-
-_route := _cfg.routes[_route_key]
-
-_action := _route.action
-
-_targets_sandbox if _route.target == "sandbox"
-
-_is_session if input.token.role == "session"
-
-_is_agent if input.token.role == "agent"
-
-_is_operator if input.token.role == "operator"
-
-# Optional request containers. JSON null is treated like absent (Go marshals a
-# nil map or pointer as null); a present value of another type is an INPUT
-# violation and the container is read as empty.
-_params := input.request.params if {
-	is_object(input.request.params)
-} else := {}
-
-_query := input.request.query if {
-	is_object(input.request.query)
-} else := {}
-
-_body := input.request.body if {
-	is_object(input.request.body)
-} else := {}
-
-# The target sandbox record, defined only when it is an object. Absent or null
-# means "no such record" (see T2).
-_sandbox := input.sandbox if is_object(input.sandbox)
-
-_has_sandbox if _sandbox
-
-_sandbox_given if input.sandbox != null
-
-# x is an integer in [lo, hi].
-_int_in(x, lo, hi) if {
-	is_number(x)
-	floor(x) == x
-	x >= lo
-	x <= hi
-}
-
-# A threshold for messages only: always defined, so a message can never make a
-# violation disappear when policy data lacks the key.
-_limit(section, key) := object.get(_cfg, [section, key], "unset")
-
-# ---------------------------------------------------------------------------
 # INPUT: missing or malformed facts
+#
+# Every other rule compares these facts, so they are checked here with a
+# message that names the fact. A container that is missing or not an object
+# (request, token, sandbox) is one cause and gets one message, not one per
+# field it lacks.
 # ---------------------------------------------------------------------------
-
-# Fast path: every INPUT condition in one rule. request and token being
-# objects is implied by their string fields.
-_well_formed if {
-	is_number(input.now)
-	is_string(input.request.method)
-	is_string(input.request.route)
-	count(_bad_containers) == 0
-	is_string(input.token.role)
-	_cfg.roles[input.token.role]
-	is_string(input.token.sub)
-	input.token.sub != ""
-	is_array(input.token.scopes)
-	_sandbox_well_formed
-}
-
-_sandbox_well_formed if not _sandbox_given
-
-_sandbox_well_formed if {
-	is_string(input.sandbox.id)
-	is_string(input.sandbox.job_id)
-	is_string(input.sandbox.principal)
-	is_string(input.sandbox.state)
-	is_number(input.sandbox.expires_at)
-	is_number(input.sandbox.ceiling_at)
-}
-
-# request.params/query/body present (not null) but not objects.
-_bad_containers contains key if {
-	some key in ["params", "query", "body"]
-	value := input.request[key]
-	value != null
-	not is_object(value)
-}
-
-# Slow path: one message per problem.
-_input_errors contains "now is missing or not a number" if not _now_ok
-
-_input_errors contains "request is missing or not an object" if not _request_ok
-
-_input_errors contains "request.method is missing or not a string" if not _method_ok
-
-_input_errors contains "request.route is missing or not a string" if not _route_tpl_ok
-
-_input_errors contains sprintf("request.%s is not an object", [key]) if some key in _bad_containers
-
-_input_errors contains "token is missing or not an object" if not _token_ok
-
-_input_errors contains "token.role is missing or not a string" if not _role_ok
-
-_input_errors contains "token.role is not a known role" if {
-	_role_ok
-	not _role_known
-}
-
-_input_errors contains "token.sub is missing or not a non-empty string" if not _sub_ok
-
-_input_errors contains "token.scopes is missing or not an array" if not _scopes_ok
-
-_input_errors contains "sandbox is not an object" if {
-	_sandbox_given
-	not _has_sandbox
-}
-
-_input_errors contains sprintf("sandbox.%s is missing or not a string", [field]) if {
-	_has_sandbox
-	some field in ["id", "job_id", "principal", "state"]
-	not _sandbox_string_field(field)
-}
-
-_input_errors contains sprintf("sandbox.%s is missing or not a number", [field]) if {
-	_has_sandbox
-	some field in ["expires_at", "ceiling_at"]
-	not _sandbox_number_field(field)
-}
-
-# Never empty when the fast path fails, so INPUT always fires then.
-_input_messages := _input_errors if {
-	count(_input_errors) > 0
-} else := {"input is malformed"}
-
-_now_ok if is_number(input.now)
-
-_request_ok if is_object(input.request)
-
-_method_ok if is_string(input.request.method)
-
-_route_tpl_ok if is_string(input.request.route)
-
-_token_ok if is_object(input.token)
-
-_role_ok if is_string(input.token.role)
-
-_role_known if _cfg.roles[input.token.role]
-
-_sub_ok if {
-	is_string(input.token.sub)
-	input.token.sub != ""
-}
-
-_scopes_ok if is_array(input.token.scopes)
-
-_sandbox_string_field(field) if is_string(_sandbox[field])
-
-_sandbox_number_field(field) if is_number(_sandbox[field])
 
 # METADATA
-# title: The request's facts are present and well-typed
+# title: The request carries the time of the decision
 # description: >-
-#   Fail closed on missing facts. Refuses when input.now is not a number;
-#   input.request is not an object or its method or route template is not a
-#   string; request.params, query or body is present (not null) but not an
-#   object; input.token is not an object, its role is not a string or not a
-#   role in data.sandgate.config.roles, its sub is not a non-empty string, or
-#   its scopes are not an array; input.sandbox is present (not null) but not an
-#   object, or lacks id, job_id, principal, state (strings), expires_at or
-#   ceiling_at (numbers). Every other rule compares these facts, and a
-#   comparison with a missing value would silently not fire.
+#   Refuses when input.now (unix seconds, set by the gateway) is missing or not
+#   a number: expiry (T3) and the lifetime ceiling (L2) are judged against it.
 # custom:
 #   id: INPUT
 #   severity: critical
-violations contains {"rule": "INPUT", "msg": msg} if {
-	_malformed
-	some msg in _input_messages
+violations contains {"rule": "INPUT", "msg": "now is missing or not a number"} if {
+	not is_number(input.now)
 }
 
-_malformed if not _well_formed
+# METADATA
+# title: The request names its method and route template
+# description: >-
+#   Refuses when input.request is missing or not an object, and when its method
+#   or route (the Echo route template, e.g. /v1/sandboxes/:id) is missing or
+#   not a string.
+# custom:
+#   id: INPUT
+#   severity: critical
+violations contains {"rule": "INPUT", "msg": _container_msg("request", concat("", ["request.", field, " is missing or not a string"]))} if {
+	some field in ["method", "route"]
+	not is_string(input.request[field])
+}
 
 # METADATA
-# title: Create names a known profile, network and node
+# title: The request's params, query and body are objects
 # description: >-
-#   On create, body.profile (default strict) must be a key of
-#   data.sandgate.config.profiles, body.network (default none) a key of
-#   data.sandgate.config.networks, and body.node (default: the gateway picks)
-#   a non-empty string, whenever present and not null. An unknown profile or
-#   network would reach the renderer without a vetted capability list or
-#   network mode; admission (P1-P3) decides whether the node may host it.
+#   Refuses when request.params, request.query or request.body is present
+#   (not null) but not an object.
 # custom:
 #   id: INPUT
 #   severity: high
-violations contains {"rule": "INPUT", "msg": msg} if {
-	_create
-	some msg in _create_input_errors
+violations contains {"rule": "INPUT", "msg": concat("", ["request.", field, " is not an object"])} if {
+	request := input.request
+	some field in ["params", "query", "body"]
+	value := request[field]
+	not is_object(value)
+	value != null
 }
 
-_create_input_errors contains "create: profile is not a known profile" if {
-	_body.profile != null
-	not _profile_ok
+# METADATA
+# title: The token's role is a role of policy data
+# description: >-
+#   Refuses when input.token is missing or not an object, when token.role is
+#   missing or not a string, and when it is not a key of
+#   data.sandgate.config.roles (operator, agent, session).
+# custom:
+#   id: INPUT
+#   severity: critical
+violations contains {"rule": "INPUT", "msg": _container_msg("token", _role_msg)} if {
+	not data.sandgate.config.roles[input.token.role]
 }
 
-_create_input_errors contains "create: network is not a known network" if {
-	_body.network != null
-	not _network_ok
+_role_msg := "token.role is not a known role" if {
+	is_string(input.token.role)
+} else := "token.role is missing or not a string"
+
+# METADATA
+# title: The token names its subject
+# description: >-
+#   Refuses a token.sub that is missing or not a non-empty string: the subject
+#   is half of a principal (T2, B3). A token that is missing or not an object
+#   gets the token's own message.
+# custom:
+#   id: INPUT
+#   severity: critical
+violations contains {"rule": "INPUT", "msg": _container_msg("token", "token.sub is missing or not a non-empty string")} if {
+	not {
+		is_string(input.token.sub)
+		input.token.sub != ""
+	}
 }
 
-_create_input_errors contains "create: node is not a non-empty string" if {
-	_body.node != null
-	not _node_ok
+# METADATA
+# title: The token carries its scopes
+# description: >-
+#   Refuses token.scopes that are missing or not an array. A token that is
+#   missing or not an object gets the token's own message.
+# custom:
+#   id: INPUT
+#   severity: critical
+violations contains {"rule": "INPUT", "msg": _container_msg("token", "token.scopes is missing or not an array")} if {
+	not is_array(input.token.scopes)
 }
 
-_profile_ok if {
-	is_string(_body.profile)
-	_cfg.profiles[_body.profile]
+# METADATA
+# title: The target record carries its names, state and deadlines
+# description: >-
+#   input.sandbox is the stored record the route targets; absent or null means
+#   "no such record" (T2 decides what that means). Refuses any other value
+#   that is not an object, and a record whose id, job_id, principal or state
+#   is missing or not a string, or whose expires_at or ceiling_at (unix
+#   seconds) is missing or not a number: ownership (T2), naming (H9),
+#   liveness and expiry (T3) and the ceiling (L2) are judged on them.
+# custom:
+#   id: INPUT
+#   severity: critical
+violations contains {"rule": "INPUT", "msg": _container_msg("sandbox", concat("", ["sandbox.", field, " is missing or not a ", type]))} if {
+	sandbox := input.sandbox
+	sandbox != null
+	some field, type in {"id": "string", "job_id": "string", "principal": "string", "state": "string", "expires_at": "number", "ceiling_at": "number"}
+	not type_name(sandbox[field]) == type
 }
 
-_network_ok if {
-	is_string(_body.network)
-	_cfg.networks[_body.network]
-}
+# The message for a missing or malformed field, msg, unless the container
+# itself is missing or not an object: then the container's own message (one
+# cause, one message). Only read for a violation.
+_container_msg(container, msg) := concat("", [container, _missing_container[container]]) if {
+	not is_object(input[container])
+} else := msg
 
-_node_ok if {
-	is_string(_body.node)
-	_body.node != ""
-}
+_missing_container := {"request": " is missing or not an object", "token": " is missing or not an object", "sandbox": " is not an object"}

@@ -1,7 +1,8 @@
-# Tests for the authz entrypoint, the shared fixtures and the INPUT rules.
+# Tests for the authz entrypoint, the shared fixtures and INPUT.
 #
 # Every test patches one valid base input per route (base(route_key, role)) and
-# asserts the exact set of violated rule ids.
+# asserts the exact set of violated rule ids. The tests of each rule are in the
+# test file beside the policy file that holds it.
 package sandgate.authz_test
 
 import data.sandgate.authz
@@ -11,6 +12,13 @@ import data.sandgate.authz
 # ---------------------------------------------------------------------------
 
 cfg := data.sandgate.config
+
+# The route table by route key ("POST /v1/sandboxes/:id/exec"); policy data
+# keys it by method, then by route template.
+routes := {concat(" ", [method, route]): entry |
+	some method, by_route in cfg.routes
+	some route, entry in by_route
+}
 
 now := 1764406800
 
@@ -93,7 +101,7 @@ base(key, role) := object.union(
 )
 
 target(key) := {"sandbox": sandbox} if {
-	cfg.routes[key].target == "sandbox"
+	routes[key].target == "sandbox"
 } else := {}
 
 # patch(inp, {...}) merges a partial document into an input (objects merge,
@@ -117,22 +125,41 @@ denied(inp) if {
 	count(d.violations) > 0
 }
 
+exec_key := "POST /v1/sandboxes/:id/exec"
+
+logs_key := "GET /v1/sandboxes/:id/logs"
+
+extend_key := "POST /v1/sandboxes/:id/extend"
+
+create_key := "POST /v1/sandboxes"
+
+# repeat(s, n) is s written n times (n >= 1).
+repeat(s, n) := concat("", [s | some _ in numbers.range(1, n)])
+
+exec_with(body) := patch(base(exec_key, "session"), {"request": {"body": body}})
+
+logs_with(query) := patch(base(logs_key, "session"), {"request": {"query": query}})
+
+extend_with(body) := patch(base(extend_key, "operator"), {"request": {"body": body}})
+
+create_with(body) := patch(base(create_key, "agent"), {"request": {"body": body}})
+
 # ---------------------------------------------------------------------------
-# Decision shape and routes
+# Decision shape and the route table
 # ---------------------------------------------------------------------------
 
 test_every_route_has_a_fixture if {
-	every key, _ in cfg.routes {
+	every key, _ in routes {
 		requests[key]
 	}
 }
 
 # Every capability a route names, advertised: the route tests below judge T2 alone,
 # C1 has its own tests (operations_test.rego).
-all_capabilities := {route.capability | some route in cfg.routes}
+all_capabilities := {route.capability | some route in routes}
 
 test_every_route_allowed_for_each_of_its_roles if {
-	every key, route in cfg.routes {
+	every key, route in routes {
 		every role in route.roles {
 			allowed(base(key, role)) with data.sandgate.config.capabilities as all_capabilities
 		}
@@ -140,7 +167,7 @@ test_every_route_allowed_for_each_of_its_roles if {
 }
 
 test_every_route_denied_for_roles_it_does_not_list if {
-	every key, route in cfg.routes {
+	every key, route in routes {
 		every role, _ in cfg.roles {
 			_route_role_denied(key, route, role) with data.sandgate.config.capabilities as all_capabilities
 		}
@@ -305,49 +332,6 @@ test_input_sandbox_record_missing_deadlines if {
 	ids(inp2) == {"INPUT"}
 }
 
-test_input_create_unknown_profile if {
-	inp := patch(base("POST /v1/sandboxes", "agent"), {"request": {"body": {"profile": "privileged"}}})
-	ids(inp) == {"INPUT"}
-}
-
-test_input_create_profile_not_a_string if {
-	inp := patch(base("POST /v1/sandboxes", "agent"), {"request": {"body": {"profile": ["strict"]}}})
-	ids(inp) == {"INPUT"}
-}
-
-test_input_create_unknown_network if {
-	inp := patch(base("POST /v1/sandboxes", "operator"), {"request": {"body": {"network": "host"}}})
-	ids(inp) == {"INPUT"}
-}
-
-test_input_create_known_profile_and_network if {
-	inp := patch(base("POST /v1/sandboxes", "agent"), {"request": {"body": {"profile": "workspace", "network": "egress"}}})
-	allowed(inp)
-}
-
-test_input_create_node_not_a_string if {
-	inp := patch(base("POST /v1/sandboxes", "agent"), {"request": {"body": {"node": 1}}})
-	ids(inp) == {"INPUT"}
-}
-
-test_input_create_node_empty if {
-	inp := patch(base("POST /v1/sandboxes", "agent"), {"request": {"body": {"node": ""}}})
-	ids(inp) == {"INPUT"}
-}
-
-test_input_create_all_optional_fields_absent if {
-	allowed(patch(base("POST /v1/sandboxes", "agent"), {"request": {"body": {}}}))
-	allowed(json.remove(base("POST /v1/sandboxes", "agent"), ["request/body"]))
-}
-
-test_input_create_null_fields_are_defaults if {
-	inp := patch(base("POST /v1/sandboxes", "agent"), {"request": {"body": {
-		"ttl_seconds": null, "profile": null, "network": null,
-		"cpu_mhz": null, "memory_mb": null, "image": null, "node": null,
-	}}})
-	allowed(inp)
-}
-
 test_input_sandbox_false_is_not_a_record if {
 	ids(patch(base("GET /v1/sandboxes/:id", "operator"), {"sandbox": false})) == {"INPUT", "T2"}
 }
@@ -361,26 +345,44 @@ test_input_sandbox_absent_on_a_route_without_target if {
 	not base("GET /v1/sandboxes", "agent").sandbox
 }
 
-test_input_fires_even_if_no_specific_message_matches if {
-	# Safety net: should the fast path and the messages ever disagree, INPUT
-	# still fires with a generic message.
-	d := authz.decision with input as json.remove(base("GET /v1/sandboxes", "agent"), ["now"])
-		with authz._input_errors as set()
-	{"rule": "INPUT", "msg": "input is malformed"} in d.violations
-	d.allow == false
-}
-
+# A missing container is one cause: one message, not one per field it lacks.
 test_input_messages_name_each_missing_fact if {
 	d := authz.decision with input as {}
 	msgs := {v.msg | some v in d.violations; v.rule == "INPUT"}
 	msgs == {
 		"now is missing or not a number",
 		"request is missing or not an object",
+		"token is missing or not an object",
+	}
+}
+
+test_input_messages_name_each_missing_field if {
+	d := authz.decision with input as {"request": {}, "token": {}, "sandbox": {}}
+	msgs := {v.msg | some v in d.violations; v.rule == "INPUT"}
+	msgs == {
+		"now is missing or not a number",
 		"request.method is missing or not a string",
 		"request.route is missing or not a string",
-		"token is missing or not an object",
 		"token.role is missing or not a string",
 		"token.sub is missing or not a non-empty string",
 		"token.scopes is missing or not an array",
+		"sandbox.id is missing or not a string",
+		"sandbox.job_id is missing or not a string",
+		"sandbox.principal is missing or not a string",
+		"sandbox.state is missing or not a string",
+		"sandbox.expires_at is missing or not a number",
+		"sandbox.ceiling_at is missing or not a number",
 	}
+}
+
+test_input_a_sandbox_that_is_not_an_object_gets_one_message if {
+	d := authz.decision with input as patch(base("GET /v1/sandboxes/:id", "operator"), {"sandbox": "k7x2m9p4q8r5t1v6"})
+	{v.msg | some v in d.violations; v.rule == "INPUT"} == {"sandbox is not an object"}
+}
+
+test_input_an_unknown_role_is_named_as_such if {
+	d := authz.decision with input as patch(base("GET /v1/sandboxes", "agent"), {"token": {"role": "admin"}})
+	{v.msg | some v in d.violations; v.rule == "INPUT"} == {"token.role is not a known role"}
+	d2 := authz.decision with input as patch(base("GET /v1/sandboxes", "agent"), {"token": {"role": 7}})
+	{v.msg | some v in d2.violations; v.rule == "INPUT"} == {"token.role is missing or not a string"}
 }

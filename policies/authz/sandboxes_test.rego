@@ -1,26 +1,168 @@
-# Tests for E1-E3, L2, H9, B2 and H11. Fixtures live in authz_test.rego.
+# Tests for the routes under /v1/sandboxes/:id (sandboxes.rego): T3 on the
+# target, H9, E1-E3, L2 (extend). Fixtures live in authz_test.rego.
 package sandgate.authz_test
 
 import data.sandgate.authz
 
-exec_key := "POST /v1/sandboxes/:id/exec"
+# ---------------------------------------------------------------------------
+# T3: the target
+# ---------------------------------------------------------------------------
 
-logs_key := "GET /v1/sandboxes/:id/logs"
+# The session token outlives nothing: move the token's exp far out so that only
+# the sandbox's own expiry is tested.
+long_session(key) := patch(base(key, "session"), {"token": {"exp": sandbox.ceiling_at + 3600}})
 
-extend_key := "POST /v1/sandboxes/:id/extend"
+expired_sandbox := {"now": sandbox.expires_at + 1, "token": {"exp": sandbox.ceiling_at + 3600}}
 
-create_key := "POST /v1/sandboxes"
+test_t3_session_allowed_one_second_before_sandbox_expiry if {
+	allowed(patch(base("GET /v1/sandboxes/:id", "session"), {"now": sandbox.expires_at - 1}))
+	allowed(patch(long_session("POST /v1/sandboxes/:id/exec"), {"now": sandbox.expires_at - 1}))
+}
 
-# repeat(s, n) is s written n times (n >= 1).
-repeat(s, n) := concat("", [s | some _ in numbers.range(1, n)])
+test_t3_session_refused_at_sandbox_expiry if {
+	ids(patch(long_session("GET /v1/sandboxes/:id"), {"now": sandbox.expires_at})) == {"T3"}
+}
 
-exec_with(body) := patch(base(exec_key, "session"), {"request": {"body": body}})
+test_t3_session_refused_one_second_past_sandbox_expiry if {
+	every key in ["GET /v1/sandboxes/:id", "DELETE /v1/sandboxes/:id", "POST /v1/sandboxes/:id/exec", "GET /v1/sandboxes/:id/logs"] {
+		ids(patch(long_session(key), {"now": sandbox.expires_at + 1})) == {"T3"}
+	}
+}
 
-logs_with(query) := patch(base(logs_key, "session"), {"request": {"query": query}})
+test_t3_session_refused_past_expiry_with_its_own_exp_too if {
+	ids(patch(base("GET /v1/sandboxes/:id", "session"), {"now": sandbox.expires_at + 1})) == {"T3"}
+}
 
-extend_with(body) := patch(base(extend_key, "operator"), {"request": {"body": body}})
+test_t3_session_refused_on_ended_sandbox if {
+	ids(patch(base("GET /v1/sandboxes/:id", "session"), {"sandbox": {"state": "ended"}})) == {"T3"}
+}
 
-create_with(body) := patch(base(create_key, "agent"), {"request": {"body": body}})
+test_t3_session_refused_on_failed_sandbox if {
+	ids(patch(base("POST /v1/sandboxes/:id/exec", "session"), {"sandbox": {"state": "failed"}})) == {"T3"}
+}
+
+test_t3_session_refused_past_ceiling_even_if_expires_at_is_later if {
+	inp := patch(long_session("GET /v1/sandboxes/:id"), {
+		"now": sandbox.ceiling_at,
+		"sandbox": {"expires_at": sandbox.ceiling_at + 60},
+	})
+	ids(inp) == {"T3"}
+}
+
+test_t3_operator_and_agent_may_inspect_and_destroy_an_expired_sandbox if {
+	every role in ["operator", "agent"] {
+		every key in ["GET /v1/sandboxes/:id", "DELETE /v1/sandboxes/:id", "GET /v1/sandboxes/:id/logs"] {
+			allowed(patch(base(key, role), expired_sandbox))
+		}
+	}
+}
+
+test_t3_operator_and_agent_may_destroy_an_ended_sandbox if {
+	every role in ["operator", "agent"] {
+		allowed(patch(base("DELETE /v1/sandboxes/:id", role), {"sandbox": {"state": "ended"}}))
+		allowed(patch(base("GET /v1/sandboxes/:id", role), {"sandbox": {"state": "ended"}}))
+	}
+}
+
+test_t3_exec_on_an_expired_sandbox_refused_for_operator_and_agent if {
+	every role in ["operator", "agent"] {
+		ids(patch(base("POST /v1/sandboxes/:id/exec", role), expired_sandbox)) == {"T3"}
+	}
+}
+
+test_t3_exec_on_an_ended_sandbox_refused_for_operator if {
+	ids(patch(base("POST /v1/sandboxes/:id/exec", "operator"), {"sandbox": {"state": "ended"}})) == {"T3"}
+}
+
+# A failed start is terminal in the store: nothing runs on it, whoever asks.
+test_t3_exec_and_extend_on_a_failed_sandbox_refused if {
+	every role in ["operator", "agent"] {
+		ids(patch(base("POST /v1/sandboxes/:id/exec", role), {"sandbox": {"state": "failed"}})) == {"T3"}
+	}
+	ids(patch(base("POST /v1/sandboxes/:id/extend", "operator"), {"sandbox": {"state": "failed"}})) == {"T3"}
+}
+
+test_t3_a_failed_sandbox_may_be_inspected_and_destroyed if {
+	every role in ["operator", "agent"] {
+		every key in ["GET /v1/sandboxes/:id", "DELETE /v1/sandboxes/:id", "GET /v1/sandboxes/:id/logs"] {
+			allowed(patch(base(key, role), {"sandbox": {"state": "failed"}}))
+		}
+	}
+}
+
+# A state the policy does not list as live is not live (fail closed).
+test_t3_an_unknown_state_is_not_live if {
+	every state in ["expired", "zombie", "", "RUNNING"] {
+		ids(patch(base("POST /v1/sandboxes/:id/exec", "operator"), {"sandbox": {"state": state}})) == {"T3"}
+	}
+}
+
+test_t3_every_live_state_runs_exec if {
+	every state in cfg.sandbox.states.live {
+		allowed(patch(base("POST /v1/sandboxes/:id/exec", "operator"), {"sandbox": {"state": state}}))
+	}
+}
+
+test_t3_extend_of_an_expired_sandbox_refused if {
+	ids(patch(base("POST /v1/sandboxes/:id/extend", "operator"), expired_sandbox)) == {"T3"}
+}
+
+test_t3_operator_exec_one_second_before_expiry_allowed if {
+	allowed(patch(base("POST /v1/sandboxes/:id/exec", "operator"), {"now": sandbox.expires_at - 1}))
+}
+
+# ---------------------------------------------------------------------------
+# H9
+# ---------------------------------------------------------------------------
+
+test_h9_well_formed_id_allowed if {
+	allowed(base("DELETE /v1/sandboxes/:id", "operator"))
+}
+
+test_h9_path_traversal_id if {
+	inp := patch(base("DELETE /v1/sandboxes/:id", "operator"), {"request": {"params": {"id": "../../etc"}}})
+	ids(inp) == {"H9"}
+}
+
+test_h9_path_traversal_id_for_session if {
+	inp := patch(base("GET /v1/sandboxes/:id", "session"), {
+		"request": {"params": {"id": "../../etc"}},
+		"token": {"sandbox_id": "../../etc"},
+	})
+	ids(inp) == {"H9"}
+}
+
+test_h9_id_bad_shapes if {
+	every id in ["K7X2M9P4Q8R5T1V6", "short", "k7x2m9p4q8r5t1v6k7x2m9p4q8r5t1v6x", "sandgate-sbx-k7x2m9p4", "k7x2m9p4q8r5t1v6\n", ""] {
+		"H9" in ids(patch(base("DELETE /v1/sandboxes/:id", "operator"), {"request": {"params": {"id": id}}}))
+	}
+}
+
+test_h9_id_not_a_string if {
+	inp := patch(base("GET /v1/sandboxes/:id", "operator"), {"request": {"params": {"id": 12345678}}})
+	ids(inp) == {"H9"}
+}
+
+test_h9_job_id_without_prefix if {
+	inp := patch(base("DELETE /v1/sandboxes/:id", "operator"), {"sandbox": {"job_id": sid}})
+	ids(inp) == {"H9"}
+}
+
+test_h9_job_id_of_another_job if {
+	every role in ["operator", "agent", "session"] {
+		ids(patch(base("DELETE /v1/sandboxes/:id", role), {"sandbox": {"job_id": "payments-api"}})) == {"H9"}
+	}
+}
+
+test_h9_job_id_of_another_sandbox if {
+	inp := patch(base("GET /v1/sandboxes/:id", "operator"), {"sandbox": {"job_id": concat("", [cfg.prefix, other_sid])}})
+	ids(inp) == {"H9"}
+}
+
+test_h9_record_of_another_sandbox if {
+	inp := patch(base("GET /v1/sandboxes/:id", "operator"), {"sandbox": {"id": other_sid}})
+	ids(inp) == {"H9"}
+}
 
 # ---------------------------------------------------------------------------
 # E1
@@ -139,6 +281,24 @@ test_e1_applies_to_operators_too if {
 	ids(patch(base(exec_key, "operator"), {"request": {"body": {"argv": ["-x"]}}})) == {"E1"}
 }
 
+test_e_body_rules_ignore_other_routes if {
+	# An exec-shaped body on a status route is not an exec.
+	allowed(patch(base("GET /v1/sandboxes/:id", "session"), {"request": {"body": {"argv": [], "timeout_seconds": 999}}}))
+}
+
+test_e1_argv_object_is_not_an_array if {
+	ids(exec_with({"argv": {"0": "ls"}})) == {"E1"}
+}
+
+test_e1_reports_every_problem_it_finds if {
+	d := authz.decision with input as exec_with({"argv": ["-x", 1], "stdin_bytes": -1})
+	{v.msg | some v in d.violations} == {
+		"exec: argv[0] is empty or starts with '-'",
+		"exec: argv[1] is not a string",
+		"exec: stdin_bytes must be an integer in [0, 262144]",
+	}
+}
+
 # ---------------------------------------------------------------------------
 # E2
 # ---------------------------------------------------------------------------
@@ -172,11 +332,6 @@ test_e2_env_count_bounds if {
 	ids(exec_with({"argv": ["env"], "env_count": true})) == {"E2"}
 }
 
-test_e_body_rules_ignore_other_routes if {
-	# An exec-shaped body on a status route is not an exec.
-	allowed(patch(base("GET /v1/sandboxes/:id", "session"), {"request": {"body": {"argv": [], "timeout_seconds": 999}}}))
-}
-
 # ---------------------------------------------------------------------------
 # E3
 # ---------------------------------------------------------------------------
@@ -208,8 +363,18 @@ test_e3_tail_bytes_not_an_integer if {
 	ids(logs_with({"tail_bytes": "4096"})) == {"E3"}
 }
 
+test_e3_null_query_fields_are_defaults if {
+	allowed(logs_with({"stream": null, "tail_bytes": null}))
+}
+
+test_e3_both_query_fields_wrong if {
+	d := authz.decision with input as logs_with({"stream": "stdin", "tail_bytes": -5})
+	count(d.violations) == 2
+	{v.rule | some v in d.violations} == {"E3"}
+}
+
 # ---------------------------------------------------------------------------
-# L2
+# L2: extend
 # ---------------------------------------------------------------------------
 
 test_l2_operator_extend_allowed if {
@@ -269,135 +434,14 @@ test_l2_extend_past_ceiling if {
 	ids(inp) == {"L2", "T3"}
 }
 
-test_l2_create_ttl_bounds if {
-	allowed(create_with({"ttl_seconds": cfg.lifetime.min_ttl_seconds}))
-	allowed(create_with({"ttl_seconds": cfg.lifetime.ceiling_seconds}))
-	ids(create_with({"ttl_seconds": cfg.lifetime.ceiling_seconds + 1})) == {"L2"}
-	ids(create_with({"ttl_seconds": cfg.lifetime.min_ttl_seconds - 1})) == {"L2"}
-	ids(create_with({"ttl_seconds": "1h"})) == {"L2"}
-}
-
-# ---------------------------------------------------------------------------
-# H9
-# ---------------------------------------------------------------------------
-
-test_h9_well_formed_id_allowed if {
-	allowed(base("DELETE /v1/sandboxes/:id", "operator"))
-}
-
-test_h9_path_traversal_id if {
-	inp := patch(base("DELETE /v1/sandboxes/:id", "operator"), {"request": {"params": {"id": "../../etc"}}})
-	ids(inp) == {"H9"}
-}
-
-test_h9_path_traversal_id_for_session if {
-	inp := patch(base("GET /v1/sandboxes/:id", "session"), {
-		"request": {"params": {"id": "../../etc"}},
-		"token": {"sandbox_id": "../../etc"},
-	})
-	ids(inp) == {"H9"}
-}
-
-test_h9_id_bad_shapes if {
-	every id in ["K7X2M9P4Q8R5T1V6", "short", "k7x2m9p4q8r5t1v6k7x2m9p4q8r5t1v6x", "sandgate-sbx-k7x2m9p4", "k7x2m9p4q8r5t1v6\n", ""] {
-		"H9" in ids(patch(base("DELETE /v1/sandboxes/:id", "operator"), {"request": {"params": {"id": id}}}))
-	}
-}
-
-test_h9_id_not_a_string if {
-	inp := patch(base("GET /v1/sandboxes/:id", "operator"), {"request": {"params": {"id": 12345678}}})
-	ids(inp) == {"H9"}
-}
-
-test_h9_job_id_without_prefix if {
-	inp := patch(base("DELETE /v1/sandboxes/:id", "operator"), {"sandbox": {"job_id": sid}})
-	ids(inp) == {"H9"}
-}
-
-test_h9_job_id_of_another_job if {
-	every role in ["operator", "agent", "session"] {
-		ids(patch(base("DELETE /v1/sandboxes/:id", role), {"sandbox": {"job_id": "payments-api"}})) == {"H9"}
-	}
-}
-
-test_h9_job_id_of_another_sandbox if {
-	inp := patch(base("GET /v1/sandboxes/:id", "operator"), {"sandbox": {"job_id": concat("", [cfg.prefix, other_sid])}})
-	ids(inp) == {"H9"}
-}
-
-test_h9_record_of_another_sandbox if {
-	inp := patch(base("GET /v1/sandboxes/:id", "operator"), {"sandbox": {"id": other_sid}})
-	ids(inp) == {"H9"}
-}
-
-# ---------------------------------------------------------------------------
-# B2
-# ---------------------------------------------------------------------------
-
-test_b2_bounds_allowed if {
-	allowed(create_with({"cpu_mhz": cfg.sandbox.min_cpu_mhz, "memory_mb": cfg.sandbox.min_memory_mb}))
-	allowed(create_with({"cpu_mhz": cfg.sandbox.max_cpu_mhz, "memory_mb": cfg.sandbox.max_memory_mb}))
-}
-
-test_b2_cpu_above_max if {
-	ids(create_with({"cpu_mhz": cfg.sandbox.max_cpu_mhz + 1})) == {"B2"}
-}
-
-test_b2_cpu_below_min if {
-	ids(create_with({"cpu_mhz": cfg.sandbox.min_cpu_mhz - 1})) == {"B2"}
-}
-
-test_b2_cpu_not_an_integer if {
-	ids(create_with({"cpu_mhz": "500"})) == {"B2"}
-}
-
-test_b2_memory_above_max if {
-	ids(create_with({"memory_mb": cfg.sandbox.max_memory_mb + 1})) == {"B2"}
-}
-
-test_b2_memory_below_min if {
-	ids(create_with({"memory_mb": cfg.sandbox.min_memory_mb - 1})) == {"B2"}
-}
-
-test_b2_memory_not_an_integer if {
-	ids(create_with({"memory_mb": 512.5})) == {"B2"}
-}
-
-# ---------------------------------------------------------------------------
-# H11
-# ---------------------------------------------------------------------------
-
-test_h11_allowlisted_images if {
-	every image in cfg.images.allowed {
-		allowed(create_with({"image": image}))
-	}
-}
-
-test_h11_image_not_allowlisted if {
-	ids(create_with({"image": "evil:latest"})) == {"H11"}
-	ids(create_with({"image": concat("", ["docker.io/library/", cfg.images.default])})) == {"H11"}
-	ids(create_with({"image": concat("", [cfg.images.default, "@sha256:0000"])})) == {"H11"}
-}
-
-test_h11_image_not_a_string if {
-	ids(create_with({"image": [cfg.images.default]})) == {"H11"}
-}
-
-test_h11_applies_to_operators_too if {
-	ids(patch(base(create_key, "operator"), {"request": {"body": {"image": "evil:1"}}})) == {"H11"}
+test_l2_extend_by_session_reports_role_and_l2 if {
+	d := authz.decision with input as base(extend_key, "session")
+	{"rule": "L2", "msg": "extend: only operators may extend a sandbox"} in d.violations
 }
 
 # ---------------------------------------------------------------------------
 # Several rules at once
 # ---------------------------------------------------------------------------
-
-test_every_create_field_wrong_at_once if {
-	inp := create_with({
-		"ttl_seconds": 0, "profile": "root", "network": "host",
-		"cpu_mhz": 99999, "memory_mb": 0, "image": "evil:1", "node": 7,
-	})
-	ids(inp) == {"L2", "INPUT", "B2", "H11"}
-}
 
 test_policy_data_missing_thresholds_fail_closed if {
 	# Without the exec thresholds in policy data, exec is refused (never allowed
@@ -409,30 +453,30 @@ test_policy_data_missing_thresholds_fail_closed if {
 	}
 }
 
-test_e1_argv_object_is_not_an_array if {
-	ids(exec_with({"argv": {"0": "ls"}})) == {"E1"}
-}
-
-test_e1_reports_every_problem_it_finds if {
-	d := authz.decision with input as exec_with({"argv": ["-x", 1], "stdin_bytes": -1})
+test_e1_argv_with_a_non_string_and_a_nul_byte_names_both if {
+	d := authz.decision with input as exec_with({"argv": ["cat", 1, "a\u0000"]})
 	{v.msg | some v in d.violations} == {
-		"exec: argv[0] is empty or starts with '-'",
 		"exec: argv[1] is not a string",
-		"exec: stdin_bytes must be an integer in [0, 262144]",
+		"exec: argv contains a NUL byte",
 	}
 }
 
-test_e3_null_query_fields_are_defaults if {
-	allowed(logs_with({"stream": null, "tail_bytes": null}))
+test_e1_argv_not_an_array_and_too_long_messages if {
+	d := authz.decision with input as exec_with({"argv": "ls"})
+	{v.msg | some v in d.violations} == {"exec: argv is missing or not an array"}
+	argv := ["x" | some _ in numbers.range(1, cfg.exec.max_args + 1)]
+	d2 := authz.decision with input as exec_with({"argv": argv})
+	{v.msg | some v in d2.violations} == {sprintf("exec: argv has more than %v elements", [cfg.exec.max_args])}
 }
 
-test_e3_both_query_fields_wrong if {
-	d := authz.decision with input as logs_with({"stream": "stdin", "tail_bytes": -5})
-	count(d.violations) == 2
-	{v.rule | some v in d.violations} == {"E3"}
+test_e1_env_bytes_past_the_sanity_bound if {
+	"E1" in ids(exec_with({"argv": ["env"], "env_bytes": 1e19}))
+	allowed(exec_with({"argv": ["env"], "env_bytes": 0}))
 }
 
-test_l2_extend_by_session_reports_role_and_l2 if {
-	d := authz.decision with input as base(extend_key, "session")
-	{"rule": "L2", "msg": "extend: only operators may extend a sandbox"} in d.violations
+test_t3_messages_name_who_is_refused if {
+	d := authz.decision with input as patch(base("POST /v1/sandboxes/:id/exec", "operator"), expired_sandbox)
+	d.violations == {{"rule": "T3", "msg": "POST /v1/sandboxes/:id/exec is refused on an expired or ended sandbox"}}
+	d2 := authz.decision with input as patch(long_session("GET /v1/sandboxes/:id"), {"now": sandbox.expires_at})
+	d2.violations == {{"rule": "T3", "msg": "sandbox has expired or ended"}}
 }

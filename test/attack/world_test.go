@@ -278,7 +278,8 @@ func policyRoutes(t testing.TB) map[string][]string {
 	var doc struct {
 		Sandgate struct {
 			Config struct {
-				Routes map[string]struct {
+				// method -> Echo route template -> entry
+				Routes map[string]map[string]struct {
 					Roles []string `json:"roles"`
 				} `json:"routes"`
 			} `json:"config"`
@@ -288,8 +289,10 @@ func policyRoutes(t testing.TB) map[string][]string {
 		t.Fatal(err)
 	}
 	out := map[string][]string{}
-	for k, r := range doc.Sandgate.Config.Routes {
-		out[k] = r.Roles
+	for method, byRoute := range doc.Sandgate.Config.Routes {
+		for route, r := range byRoute {
+			out[method+" "+route] = r.Roles
+		}
 	}
 	if len(out) < 10 {
 		t.Fatalf("the policy data lists only %d routes", len(out))
