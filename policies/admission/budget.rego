@@ -1,31 +1,15 @@
 package sandgate.admission
 
-# Budgets and priority: B1 (per-node budget), B2 (per-sandbox size), R1 (low priority, no
-# restarts or reschedules). budget.used is summed in Go over everything live on the node,
-# EXCLUDING the sandbox being admitted. See admission.rego for how the rules, the fast
-# path and the checks fit together.
+import data.sandgate.config as cfg
+import future.keywords.not
 
-_budget_figures := {"limits": ["max_sandboxes", "cpu_mhz", "memory_mb"], "used": ["sandboxes", "cpu_mhz", "memory_mb"]}
-
-# used + request <= limit, all numbers, used non-negative (limits are checked on their own).
-_fits(used, request, limit) if {
-	is_number(used)
-	is_number(request)
-	is_number(limit)
-	used >= 0
-	used + request <= limit
-}
-
-_sandboxes_fit if _fits(input.budget.used.sandboxes, 1, input.budget.limits.max_sandboxes)
-
-_resource_fits(key, resource) if _fits(input.budget.used[key], _resources[resource], input.budget.limits[key])
+# Budgets and priority: B1 (per-node budget), B2 (per-sandbox size), B3 (per-agent quota),
+# R1 (low priority, no restarts or reschedules). budget.used is summed in Go over everything
+# live on the node, EXCLUDING the sandbox being admitted, and principal.live_sandboxes is
+# counted in Go too: Rego only compares. See admission.rego for how the rules are written.
 
 _budget_value(section, k) := v if {
 	v := input.budget[section][k]
-} else := null
-
-_resource_value(k) := v if {
-	v := _resources[k]
 } else := null
 
 # --- B1 --------------------------------------------------------------------------------
@@ -41,30 +25,69 @@ _resource_value(k) := v if {
 # custom:
 #   id: B1
 #   severity: medium
-violations contains {"rule": "B1", "msg": msg} if {
-	not _canonical
-	some msg in _b1
+violations contains {"rule": "B1", "msg": msg} if some msg in _b1
+
+_b1 contains sprintf("budget.limits.max_sandboxes %v must be a non-negative number", [_budget_value("limits", "max_sandboxes")]) if not {
+	is_number(input.budget.limits.max_sandboxes)
+	input.budget.limits.max_sandboxes >= 0
 }
 
-_b1 contains sprintf("budget.%s.%s %v must be a non-negative number", [section, k, _budget_value(section, k)]) if {
-	some section, keys in _budget_figures
-	some k in keys
-	not _budget_figure(section, k)
+_b1 contains sprintf("budget.limits.cpu_mhz %v must be a non-negative number", [_budget_value("limits", "cpu_mhz")]) if not {
+	is_number(input.budget.limits.cpu_mhz)
+	input.budget.limits.cpu_mhz >= 0
 }
 
-_budget_figure(section, k) if {
-	x := input.budget[section][k]
-	is_number(x)
-	x >= 0
+_b1 contains sprintf("budget.limits.memory_mb %v must be a non-negative number", [_budget_value("limits", "memory_mb")]) if not {
+	is_number(input.budget.limits.memory_mb)
+	input.budget.limits.memory_mb >= 0
 }
 
-_b1 contains sprintf("node budget: %v live sandboxes + 1 exceeds max_sandboxes %v", [_budget_value("used", "sandboxes"), _budget_value("limits", "max_sandboxes")]) if {
-	not _sandboxes_fit
+_b1 contains sprintf("budget.used.sandboxes %v must be a non-negative number", [_budget_value("used", "sandboxes")]) if not {
+	is_number(input.budget.used.sandboxes)
+	input.budget.used.sandboxes >= 0
 }
 
-_b1 contains sprintf("node budget: %v used + %v requested %s exceeds %v", [_budget_value("used", key), _resource_value(resource), key, _budget_value("limits", key)]) if {
-	some key, resource in {"cpu_mhz": "CPU", "memory_mb": "MemoryMB"}
-	not _resource_fits(key, resource)
+_b1 contains sprintf("budget.used.cpu_mhz %v must be a non-negative number", [_budget_value("used", "cpu_mhz")]) if not {
+	is_number(input.budget.used.cpu_mhz)
+	input.budget.used.cpu_mhz >= 0
+}
+
+_b1 contains sprintf("budget.used.memory_mb %v must be a non-negative number", [_budget_value("used", "memory_mb")]) if not {
+	is_number(input.budget.used.memory_mb)
+	input.budget.used.memory_mb >= 0
+}
+
+# What is in use plus this sandbox fits under each limit. Each fit reads numbers only: a
+# figure that is not one is refused above, and again here.
+_b1 contains sprintf("node budget: %v live sandboxes + 1 exceeds max_sandboxes %v", [_budget_value("used", "sandboxes"), _budget_value("limits", "max_sandboxes")]) if not {
+	used := input.budget.used.sandboxes
+	limit := input.budget.limits.max_sandboxes
+	is_number(used)
+	is_number(limit)
+	used >= 0
+	used + 1 <= limit
+}
+
+_b1 contains sprintf("node budget: %v used + %v requested cpu_mhz exceeds %v", [_budget_value("used", "cpu_mhz"), _resource_value("CPU"), _budget_value("limits", "cpu_mhz")]) if not {
+	used := input.budget.used.cpu_mhz
+	request := input.job.TaskGroups[0].Tasks[0].Resources.CPU
+	limit := input.budget.limits.cpu_mhz
+	is_number(used)
+	is_number(request)
+	is_number(limit)
+	used >= 0
+	used + request <= limit
+}
+
+_b1 contains sprintf("node budget: %v used + %v requested memory_mb exceeds %v", [_budget_value("used", "memory_mb"), _resource_value("MemoryMB"), _budget_value("limits", "memory_mb")]) if not {
+	used := input.budget.used.memory_mb
+	request := input.job.TaskGroups[0].Tasks[0].Resources.MemoryMB
+	limit := input.budget.limits.memory_mb
+	is_number(used)
+	is_number(request)
+	is_number(limit)
+	used >= 0
+	used + request <= limit
 }
 
 # --- B2 --------------------------------------------------------------------------------
@@ -76,30 +99,29 @@ _b1 contains sprintf("node budget: %v used + %v requested %s exceeds %v", [_budg
 #   [sandbox.min_cpu_mhz, sandbox.max_cpu_mhz] and [sandbox.min_memory_mb,
 #   sandbox.max_memory_mb], and Resources.Cores must be unset (null, absent or 0): one
 #   sandbox may not take a node's whole budget, a missing value would let Nomad apply its
-#   own default, and reserved cores are exclusive and bypass the MHz budget of B1.
+#   own default, and reserved cores are exclusive and bypass the MHz budget of B1. A bound
+#   missing from policy data refuses.
 # custom:
 #   id: B2
 #   severity: medium
-violations contains {"rule": "B2", "msg": msg} if {
-	not _canonical
-	some msg in _b2
+violations contains {"rule": "B2", "msg": msg} if some msg in _b2
+
+_b2 contains sprintf("task Resources.CPU %v must be a number in [%v, %v]", [_resource_value("CPU"), _data_value(["sandbox", "min_cpu_mhz"]), _data_value(["sandbox", "max_cpu_mhz"])]) if not {
+	cpu := input.job.TaskGroups[0].Tasks[0].Resources.CPU
+	cpu >= cfg.sandbox.min_cpu_mhz
+	cpu <= cfg.sandbox.max_cpu_mhz
 }
 
-_b2 contains sprintf("task Resources.%s %v must be a number in [%v, %v]", [resource, _resource_value(resource), range[0], range[1]]) if {
-	some resource, range in {
-		"CPU": [_cfg.sandbox.min_cpu_mhz, _cfg.sandbox.max_cpu_mhz],
-		"MemoryMB": [_cfg.sandbox.min_memory_mb, _cfg.sandbox.max_memory_mb],
-	}
-	not _resource_in_range(resource, range[0], range[1])
+_b2 contains sprintf("task Resources.MemoryMB %v must be a number in [%v, %v]", [_resource_value("MemoryMB"), _data_value(["sandbox", "min_memory_mb"]), _data_value(["sandbox", "max_memory_mb"])]) if not {
+	memory := input.job.TaskGroups[0].Tasks[0].Resources.MemoryMB
+	memory >= cfg.sandbox.min_memory_mb
+	memory <= cfg.sandbox.max_memory_mb
 }
 
-_resource_in_range(resource, low, high) if _within(_resources[resource], low, high)
-
-_b2 contains sprintf("task Resources.Cores must not be set, got %v", [_resource_value("Cores")]) if {
-	not _no_cores
+_b2 contains sprintf("task Resources.Cores must not be set, got %v", [cores]) if {
+	cores := input.job.TaskGroups[0].Tasks[0].Resources.Cores
+	not cores in {null, 0}
 }
-
-_no_cores if object.get(_resources, "Cores", null) in {null, 0}
 
 # --- R1 --------------------------------------------------------------------------------
 
@@ -116,55 +138,44 @@ _no_cores if object.get(_resources, "Cores", null) in {null, 0}
 # custom:
 #   id: R1
 #   severity: high
-violations contains {"rule": "R1", "msg": msg} if {
-	not _canonical
-	some msg in _r1
+violations contains {"rule": "R1", "msg": msg} if some msg in _r1
+
+_r1 contains sprintf("job Priority %v must be a number from 1 to %v", [_job_value("Priority"), _priority_max]) if not {
+	input.job.Priority >= 1
+	input.job.Priority <= cfg.priority.ceiling - 1
 }
 
-_priority_ok if _within(input.job.Priority, 1, _cfg.priority.ceiling - 1)
+# The highest priority allowed, for the message; null when policy data lacks the ceiling.
+_priority_max := max if {
+	is_number(cfg.priority.ceiling)
+	max := cfg.priority.ceiling - 1
+} else := null
 
-_r1 contains sprintf("job Priority %v must be a number from 1 to %v", [_job_value("Priority"), _cfg.priority.ceiling - 1]) if {
-	not _priority_ok
+_r1 contains "task group RestartPolicy.Attempts must be 0" if {
+	not input.job.TaskGroups[0].RestartPolicy.Attempts == 0
 }
-
-_r1 contains "task group RestartPolicy.Attempts must be 0" if not _group.RestartPolicy.Attempts == 0
 
 _r1 contains "task RestartPolicy.Attempts must be 0 when set" if {
-	_set(_task.RestartPolicy)
-	not _task.RestartPolicy.Attempts == 0
+	policy := input.job.TaskGroups[0].Tasks[0].RestartPolicy
+	not policy in {null, "", [], {}}
+	not policy.Attempts == 0
 }
 
-_r1 contains "task group ReschedulePolicy must have Attempts 0 and Unlimited false" if {
-	not _group_no_reschedule
+_r1 contains "task group ReschedulePolicy must have Attempts 0 and Unlimited false" if not {
+	input.job.TaskGroups[0].ReschedulePolicy.Attempts == 0
+	input.job.TaskGroups[0].ReschedulePolicy.Unlimited == false
 }
-
-_group_no_reschedule if _no_reschedule(_group.ReschedulePolicy)
 
 _r1 contains "job Reschedule must have Attempts 0 and Unlimited false when set" if {
-	_set(input.job.Reschedule)
-	not _no_reschedule(input.job.Reschedule)
-}
-
-_no_reschedule(p) if {
-	p.Attempts == 0
-	p.Unlimited == false
+	policy := input.job.Reschedule
+	not policy in {null, "", [], {}}
+	not {
+		policy.Attempts == 0
+		policy.Unlimited == false
+	}
 }
 
 # --- B3 --------------------------------------------------------------------------------
-
-# An agent's quota: its token's max_live_sandboxes when that is a positive number, else
-# agent_quota.default_max_live_sandboxes. Operators have no per-principal quota (node
-# budgets, B1, still bound them).
-_quota(q) := q if {
-	is_number(q)
-	q > 0
-} else := _cfg.agent_quota.default_max_live_sandboxes
-
-_principal_room(role, _, _) if role != "agent"
-
-_principal_room("agent", live, quota) if live + 1 <= _quota(quota)
-
-_principal_quota_value := object.get(input.principal, "max_live_sandboxes", null)
 
 # METADATA
 # title: An agent stays within its quota of live sandboxes
@@ -174,13 +185,29 @@ _principal_quota_value := object.get(input.principal, "max_live_sandboxes", null
 #   transaction that reserves this one, so concurrent creates cannot overrun it) plus
 #   this one must not exceed principal.max_live_sandboxes (the quota given when its
 #   token was minted) or, without one, agent_quota.default_max_live_sandboxes. One
-#   runaway agent cannot take every node's budget.
+#   runaway agent cannot take every node's budget; without a default quota in policy
+#   data, agents are refused. Operators have no per-principal quota (node budgets, B1,
+#   still bound them).
 # custom:
 #   id: B3
 #   severity: medium
 violations contains {"rule": "B3", "msg": msg} if {
-	not _canonical
-	_principal_ok
-	not _principal_room(input.principal.role, input.principal.live_sandboxes, _principal_quota_value)
-	msg := sprintf("agent %v has %v live sandboxes; its quota is %v", [object.get(input.principal, "sub", "?"), input.principal.live_sandboxes, _quota(_principal_quota_value)])
+	input.principal.role == "agent"
+	live := input.principal.live_sandboxes
+	is_number(live)
+	live >= 0
+	not live + 1 <= _agent_quota
+	msg := sprintf("agent %v has %v live sandboxes; its quota is %v", [object.get(input.principal, "sub", "?"), live, _agent_quota])
 }
+
+# An agent's quota: its token's max_live_sandboxes when that is a positive number, else
+# agent_quota.default_max_live_sandboxes (null when policy data lacks it: every agent is
+# then refused).
+_agent_quota := q if {
+	q := input.principal.max_live_sandboxes
+	is_number(q)
+	q > 0
+} else := q if {
+	q := cfg.agent_quota.default_max_live_sandboxes
+	is_number(q)
+} else := null

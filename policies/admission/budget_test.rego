@@ -175,3 +175,27 @@ test_input_principal_missing_or_malformed_denies if {
 	_ids(_with("/principal", {"role": 1, "live_sandboxes": 0})) == {"INPUT"}
 	_ids(_with("/principal/live_sandboxes", -1)) == {"INPUT"}
 }
+
+test_b2_missing_bounds_in_data_deny if {
+	ids := _ids(_base) with data.sandgate.config as _data_without("sandbox/max_cpu_mhz")
+	ids == {"B2"}
+	d := _decision(_base) with data.sandgate.config.sandbox.min_memory_mb as "64"
+	d.violations == {{"rule": "B2", "msg": "task Resources.MemoryMB 512 must be a number in [64, 4096]"}}
+}
+
+test_b2_cores_false_is_set if {
+	_ids(_with(_task("Resources/Cores"), false)) == {"B2"}
+}
+
+test_r1_missing_ceiling_in_data_denies if {
+	d := _decision(_base) with data.sandgate.config as _data_without("priority/ceiling")
+	d.violations == {{"rule": "R1", "msg": "job Priority 10 must be a number from 1 to null"}}
+}
+
+test_b3_missing_default_quota_in_data_refuses_agents if {
+	d := _decision(_base) with data.sandgate.config as _data_without("agent_quota/default_max_live_sandboxes")
+	d.violations == {{"rule": "B3", "msg": "agent agent:ci has 1 live sandboxes; its quota is null"}}
+	ops := _with("/principal", {"sub": "ops", "role": "operator", "live_sandboxes": 3})
+	ids := _ids(ops) with data.sandgate.config as _data_without("agent_quota/default_max_live_sandboxes")
+	ids == set()
+}

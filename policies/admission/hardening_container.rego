@@ -1,27 +1,13 @@
 package sandgate.admission
 
+import data.sandgate.config as cfg
+import future.keywords.not
+
 # Container hardening, part 1: the job's shape and the docker privileges. H1 (privileges
 # and job shape), H2 (no-new-privileges), H3 (resource limits), H10 (seccomp/AppArmor
-# kept, runtime allowlist), H11 (image allowlist). See admission.rego for how the rules,
-# the fast path and the checks fit together.
-
-# cap_add as rendered: absent and null both mean "no capabilities added".
-_cap_add := c if {
-	c := _config.cap_add
-	c != null
-} else := []
-
-# security_opt when it is a list (H2 fires otherwise).
-_security_opt := s if {
-	s := _config.security_opt
-	is_array(s)
-}
-
-_forbidden_security_opt(opt) if {
-	is_string(opt)
-	some prefix in _cfg.docker.forbidden_security_opt_prefixes
-	startswith(opt, prefix)
-}
+# kept, runtime allowlist), H11 (image allowlist). See admission.rego for how the rules
+# are written. The task is input.job.TaskGroups[0].Tasks[0]; its docker config is the
+# task's Config.
 
 # --- H1 --------------------------------------------------------------------------------
 
@@ -38,62 +24,78 @@ _forbidden_security_opt(opt) if {
 #   inspected and no budget accounts. Every docker config key must be in
 #   docker.allowed_config_keys (host access, network and command keys are H5, H7 and H8):
 #   the Nomad server does not validate driver config, so an unreviewed key (shm_size,
-#   memory_hard_limit, oom_score_adj ...) would reach the node unchecked.
+#   memory_hard_limit, oom_score_adj ...) would reach the node unchecked. The other rules
+#   judge the first group and its first task; a job with more is refused here alone.
 # custom:
 #   id: H1
 #   severity: critical
-violations contains {"rule": "H1", "msg": msg} if {
-	not _canonical
-	some msg in _h1
+violations contains {"rule": "H1", "msg": msg} if some msg in _h1
+
+_h1 contains msg if {
+	table := {
+		"job ": {"Periodic": null, "ParameterizedJob": null, "Multiregion": null},
+		"task group ": {"Count": 1},
+		"task ": {"Lifecycle": null},
+		"docker config ": {"privileged": false},
+	}
+	not object.subset(_parts, table)
+	some msg in _table_failures(table)
 }
 
-_h1 contains "docker config privileged must be false" if not _config.privileged == false
-
-_h1 contains "docker config cap_drop must be [\"ALL\"]" if not _config.cap_drop == ["ALL"]
+_h1 contains "docker config cap_drop must be [\"ALL\"]" if {
+	not input.job.TaskGroups[0].Tasks[0].Config.cap_drop == ["ALL"]
+}
 
 _h1 contains sprintf("docker config cap_add %v is not allowed for profile %v", [cap, _sandbox_value("profile")]) if {
-	some cap in _cap_add
-	not _profile_cap(cap)
+	some cap in input.job.TaskGroups[0].Tasks[0].Config.cap_add
+	not cap in cfg.profiles[input.sandbox.profile].cap_add
 }
 
-_profile_cap(cap) if cap in _profile.cap_add
-
-_h1 contains "docker config cap_add must be a list" if not is_array(_cap_add)
-
-_h1 contains sprintf("task Driver must be %v", [_cfg.job.driver]) if not _task.Driver == _cfg.job.driver
-
-_h1 contains "job must have exactly one task group" if not _group
-
-_h1 contains "task group must have exactly one task" if not _task
-
-_h1 contains "task group Count must be 1" if not _group.Count == 1
-
-_h1 contains sprintf("task group Name must be %v", [_cfg.job.group_name]) if {
-	not _group.Name == _cfg.job.group_name
+_h1 contains "docker config cap_add must be a list" if {
+	caps := input.job.TaskGroups[0].Tasks[0].Config.cap_add
+	caps != null
+	not is_array(caps)
 }
 
-_h1 contains sprintf("task Name must be %v", [_cfg.job.task_name]) if {
-	not _task.Name == _cfg.job.task_name
+_h1 contains sprintf("task Driver must be %v", [_data_value(["job", "driver"])]) if {
+	not input.job.TaskGroups[0].Tasks[0].Driver == cfg.job.driver
 }
 
-_h1 contains "task Config must be an object" if not _config
-
-_h1 contains sprintf("job Type %v is not one of %v", [_job_value("Type"), _cfg.job.types]) if not _job_type_ok
-
-_job_type_ok if input.job.Type in _cfg.job.types
-
-_h1 contains sprintf("job %s must not be set", [field]) if {
-	some field in ["Periodic", "ParameterizedJob", "Multiregion"]
-	_set(input.job[field])
+_h1 contains sprintf("task group Name must be %v", [_data_value(["job", "group_name"])]) if {
+	not input.job.TaskGroups[0].Name == cfg.job.group_name
 }
 
-_h1 contains "task Lifecycle must not be set" if _set(_task.Lifecycle)
+_h1 contains sprintf("task Name must be %v", [_data_value(["job", "task_name"])]) if {
+	not input.job.TaskGroups[0].Tasks[0].Name == cfg.job.task_name
+}
 
+_h1 contains "job must have exactly one task group" if not {
+	[group] := input.job.TaskGroups
+	is_object(group)
+}
+
+_h1 contains "task group must have exactly one task" if not {
+	[task] := input.job.TaskGroups[0].Tasks
+	is_object(task)
+}
+
+_h1 contains "task Config must be an object" if not is_object(input.job.TaskGroups[0].Tasks[0].Config)
+
+_h1 contains sprintf("job Type %v is not one of %v", [_job_value("Type"), _data_value(["job", "types"])]) if {
+	not input.job.Type in cfg.job.types
+}
+
+# Keys H5 (host access), H7 (network) and H8 (command) own are reported there. A key list
+# missing from policy data counts as empty: every key is then refused here.
 _h1 contains sprintf("docker config keys %v are not allowed", [sort(keys)]) if {
-	keys := object.keys(object.remove(
-		object.remove(object.remove(_config, _cfg.docker.allowed_config_keys), _cfg.docker.host_access_keys),
-		array.concat(_cfg.docker.network_keys, _cfg.docker.command_keys),
-	))
+	config := input.job.TaskGroups[0].Tasks[0].Config
+	is_object(config)
+	unreviewed := object.remove(config, object.get(cfg, ["docker", "allowed_config_keys"], []))
+	unreviewed != {}
+	keys := object.keys(object.remove(unreviewed, array.concat(
+		array.concat(object.get(cfg, ["docker", "host_access_keys"], []), object.get(cfg, ["docker", "network_keys"], [])),
+		object.get(cfg, ["docker", "command_keys"], []),
+	)))
 	count(keys) > 0
 }
 
@@ -110,22 +112,28 @@ _h1 contains sprintf("docker config keys %v are not allowed", [sort(keys)]) if {
 # custom:
 #   id: H2
 #   severity: high
-violations contains {"rule": "H2", "msg": msg} if {
-	not _canonical
-	some msg in _h2
-}
+violations contains {"rule": "H2", "msg": msg} if some msg in _h2
 
 _h2 contains sprintf("docker config security_opt must contain %v", [opt]) if {
-	some opt in _cfg.docker.required_security_opt
-	not _has_security_opt(opt)
+	some opt in cfg.docker.required_security_opt
+	not {
+		opts := input.job.TaskGroups[0].Tasks[0].Config.security_opt
+		is_array(opts)
+		opt in opts
+	}
 }
 
-_has_security_opt(opt) if opt in _security_opt
-
 _h2 contains sprintf("docker config security_opt entry %v is not allowed", [opt]) if {
-	some opt in _security_opt
-	not opt in _cfg.docker.required_security_opt
+	opts := input.job.TaskGroups[0].Tasks[0].Config.security_opt
+	is_array(opts)
+	some opt in opts
+	not opt in cfg.docker.required_security_opt
 	not _forbidden_security_opt(opt)
+}
+
+_forbidden_security_opt(opt) if {
+	is_string(opt)
+	strings.any_prefix_match(opt, cfg.docker.forbidden_security_opt_prefixes)
 }
 
 # --- H3 --------------------------------------------------------------------------------
@@ -145,55 +153,53 @@ _h2 contains sprintf("docker config security_opt entry %v is not allowed", [opt]
 # custom:
 #   id: H3
 #   severity: medium
-violations contains {"rule": "H3", "msg": msg} if {
-	not _canonical
-	some msg in _h3
+violations contains {"rule": "H3", "msg": msg} if some msg in _h3
+
+_h3 contains msg if {
+	table := {"docker config ": {"init": true, "ipc_mode": "private", "cpu_hard_limit": true}}
+	not object.subset(_parts, table)
+	some msg in _table_failures(table)
 }
 
-_pids_ok if _within(_config.pids_limit, 1, _cfg.docker.pids_limit_max)
-
-_h3 contains sprintf("docker config pids_limit must be a number in [1, %v]", [_cfg.docker.pids_limit_max]) if not _pids_ok
-
-_h3 contains sprintf("docker config %s must be %v", [key, want]) if {
-	some key, want in {"init": true, "ipc_mode": "private", "cpu_hard_limit": true}
-	not _config[key] == want
+_h3 contains sprintf("docker config pids_limit must be a number in [1, %v]", [_data_value(["docker", "pids_limit_max"])]) if not {
+	pids := input.job.TaskGroups[0].Tasks[0].Config.pids_limit
+	pids >= 1
+	pids <= cfg.docker.pids_limit_max
 }
 
 _h3 contains sprintf("task Resources.MemoryMaxMB %v must be unset or equal to MemoryMB %v", [_resource_value("MemoryMaxMB"), _resource_value("MemoryMB")]) if {
-	not _memory_max_ok
+	resources := input.job.TaskGroups[0].Tasks[0].Resources
+	memory_max := resources.MemoryMaxMB
+	not memory_max in {null, 0}
+	not memory_max == resources.MemoryMB
 }
-
-_memory_max_ok if object.get(_resources, "MemoryMaxMB", null) in {null, 0}
-
-_memory_max_ok if _resources.MemoryMaxMB == _resources.MemoryMB
 
 # ulimit as the docker driver reads it (list(map(string))): the one map of a list of exactly
 # one map of strings; undefined otherwise (one H3 message says so, the per-key checks wait).
 _ulimit := u if {
-	[u] := _config.ulimit
+	[u] := input.job.TaskGroups[0].Tasks[0].Config.ulimit
 	_string_map(u)
 }
 
 _h3 contains "docker config ulimit must be a list of exactly one map of strings" if not _ulimit
 
 _h3 contains sprintf("docker config ulimit %s must be \"soft:hard\" with soft <= hard <= %v", [name, max]) if {
-	_ulimit
-	some name, max in _cfg.docker.ulimit_max
-	not _ulimit_ok(name, max)
+	ulimit := _ulimit
+	some name, max in cfg.docker.ulimit_max
+	not {
+		value := ulimit[name]
+		regex.match(`^[0-9]{1,9}(:[0-9]{1,9})?$`, value)
+		parts := split(value, ":")
+		hard := to_number(parts[count(parts) - 1])
+		to_number(parts[0]) <= hard
+		hard <= max
+	}
 }
 
-_ulimit_ok(name, max) if {
-	value := _ulimit[name]
-	regex.match(`^[0-9]{1,9}(:[0-9]{1,9})?$`, value)
-	parts := split(value, ":")
-	hard := to_number(parts[count(parts) - 1])
-	to_number(parts[0]) <= hard
-	hard <= max
-}
-
-_h3 contains sprintf("docker config ulimit keys %v are not allowed", [sort(extra)]) if {
-	extra := object.keys(object.remove(_ulimit, object.keys(_cfg.docker.ulimit_max)))
-	count(extra) > 0
+# Without docker.ulimit_max in policy data every key is refused.
+_h3 contains sprintf("docker config ulimit keys %v are not allowed", [sort(object.keys(extra))]) if {
+	extra := object.remove(_ulimit, object.get(cfg, ["docker", "ulimit_max"], {}))
+	extra != {}
 }
 
 # --- H10 -------------------------------------------------------------------------------
@@ -209,27 +215,31 @@ _h3 contains sprintf("docker config ulimit keys %v are not allowed", [sort(extra
 # custom:
 #   id: H10
 #   severity: high
-violations contains {"rule": "H10", "msg": msg} if {
-	not _canonical
-	some msg in _h10
-}
+violations contains {"rule": "H10", "msg": msg} if some msg in _h10
 
 _h10 contains sprintf("docker config security_opt entry %v weakens the default confinement", [opt]) if {
-	some opt in _security_opt
+	opts := input.job.TaskGroups[0].Tasks[0].Config.security_opt
+	is_array(opts)
+	some opt in opts
 	_forbidden_security_opt(opt)
 }
 
-_h10 contains sprintf("docker config runtime %v is not one of %v", [_config_value("runtime"), _allowed_runtimes]) if {
-	not _runtime_ok
+_h10 contains sprintf("docker config runtime %v is not one of %v", [_config_value("runtime"), _allowed_runtimes]) if not {
+	runtime := input.job.TaskGroups[0].Tasks[0].Config.runtime
+	runtime in cfg.runtimes.allowed
+	_runtime_for_network(runtime)
 }
 
-_runtime_ok if _config.runtime in _allowed_runtimes
+# A sandbox with egress (any docker network mode but "none") needs a runtime that
+# runtimes.egress_allowed lists too.
+_runtime_for_network(_) if not cfg.networks[input.sandbox.network].network_mode != "none"
 
-# Egress sandboxes need a runtime in both lists.
-_allowed_runtimes := both if {
-	_egress
-	both := [r | some r in _cfg.runtimes.egress_allowed; r in _cfg.runtimes.allowed]
-} else := _cfg.runtimes.allowed
+_runtime_for_network(runtime) if runtime in cfg.runtimes.egress_allowed
+
+# The runtimes this sandbox may use, for the message.
+_allowed_runtimes := [r | some r in cfg.runtimes.egress_allowed; r in cfg.runtimes.allowed] if {
+	cfg.networks[input.sandbox.network].network_mode != "none"
+} else := _data_value(["runtimes", "allowed"])
 
 # --- H11 -------------------------------------------------------------------------------
 
@@ -242,9 +252,6 @@ _allowed_runtimes := both if {
 #   id: H11
 #   severity: high
 violations contains {"rule": "H11", "msg": msg} if {
-	not _canonical
-	not _image_ok
-	msg := sprintf("docker config image %v is not one of %v", [_config_value("image"), _cfg.images.allowed])
+	not input.job.TaskGroups[0].Tasks[0].Config.image in cfg.images.allowed
+	msg := sprintf("docker config image %v is not one of %v", [_config_value("image"), _data_value(["images", "allowed"])])
 }
-
-_image_ok if _config.image in _cfg.images.allowed

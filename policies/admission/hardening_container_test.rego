@@ -258,3 +258,62 @@ test_h11_every_allowlisted_image_is_allowed if {
 		_ids(_with(_cfg("image"), image)) == set()
 	}
 }
+
+# The other rules read the first group and its first task: a second one is refused by H1
+# alone, whatever it holds.
+test_h1_a_second_group_or_task_is_one_cause if {
+	privileged := json.patch(_base_group, [{"op": "replace", "path": "/Tasks/0/Config/privileged", "value": true}])
+	d := _decision(_with("/job/TaskGroups/-", privileged))
+	d.violations == {{"rule": "H1", "msg": "job must have exactly one task group"}}
+	_decision(_with(_group("Tasks/-"), _base_task)).violations == {{"rule": "H1", "msg": "task group must have exactly one task"}}
+}
+
+test_h1_fixed_fields_are_named if {
+	d := _decision(json.patch(_base, [
+		{"op": "replace", "path": "/job/Periodic", "value": {"Enabled": true}},
+		{"op": "replace", "path": _group("Count"), "value": 3},
+		{"op": "replace", "path": _task("Lifecycle"), "value": {"Hook": "prestart"}},
+	]))
+	d.violations == {
+		{"rule": "H1", "msg": "job Periodic must not be set"},
+		{"rule": "H1", "msg": "task group Count must be 1"},
+		{"rule": "H1", "msg": "task Lifecycle must not be set"},
+	}
+}
+
+test_h1_missing_key_lists_in_data_refuse_every_key if {
+	ids := _ids(_with(_cfg("volumes"), ["/:/host"])) with data.sandgate.config as _data_without("docker/host_access_keys")
+	ids == {"H1"}
+	d := _decision(_base) with data.sandgate.config as _data_without("docker/allowed_config_keys")
+	count(d.violations) == 1
+	some v in d.violations
+	v.rule == "H1"
+	startswith(v.msg, "docker config keys [\"args\", \"cap_drop\",")
+}
+
+test_h1_missing_job_settings_in_data_deny if {
+	d := _decision(_base) with data.sandgate.config as _data_without("job")
+	d.violations == {
+		{"rule": "H1", "msg": "task Driver must be null"},
+		{"rule": "H1", "msg": "task group Name must be null"},
+		{"rule": "H1", "msg": "task Name must be null"},
+		{"rule": "H1", "msg": "job Type batch is not one of null"},
+	}
+}
+
+test_h2_missing_required_list_in_data_denies if {
+	ids := _ids(_base) with data.sandgate.config as _data_without("docker/required_security_opt")
+	ids == {"H2"}
+}
+
+test_h3_missing_limits_in_data_deny if {
+	ids := _ids(_base) with data.sandgate.config as _data_without("docker/pids_limit_max")
+	ids == {"H3"}
+	d := _decision(_base) with data.sandgate.config as _data_without("docker/ulimit_max")
+	d.violations == {{"rule": "H3", "msg": "docker config ulimit keys [\"nofile\", \"nproc\"] are not allowed"}}
+}
+
+test_h11_missing_allowlist_in_data_denies if {
+	ids := _ids(_base) with data.sandgate.config as _data_without("images/allowed")
+	ids == {"H11"}
+}

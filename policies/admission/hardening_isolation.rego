@@ -1,28 +1,11 @@
 package sandgate.admission
 
+import data.sandgate.config as cfg
+import future.keywords.not
+
 # Container hardening, part 2: what the sandbox can reach. H4 (no identity or secrets),
 # H5 (no host access), H6 (tmpfs work areas, read-only root), H7 (no services, ports or
-# host networking). See admission.rego for how the rules, the fast path and the checks
-# fit together.
-
-# Nomad task and job fields that hand out identity, secrets or Consul/Vault access.
-_secret_task_fields := ["Identities", "Vault", "Consul", "Templates", "Artifacts", "Secrets"]
-
-_secret_job_fields := ["ConsulNamespace", "VaultNamespace"]
-
-# mount as rendered, when it is a list (H5 and H6 fire otherwise).
-_mounts := m if {
-	m := _config.mount
-	is_array(m)
-}
-
-# Bytes per MiB: tmpfs sizes are rendered in bytes, limits are kept in MiB.
-_mib := 1048576
-
-# A path fragment that is never mounted into a sandbox.
-_docker_socket := "docker.sock"
-
-_tmpfs_size_ok(m) if _within(m.tmpfs_options.size, 1, _cfg.docker.tmpfs[m.target].max_mb * _mib)
+# host networking). See admission.rego for how the rules are written.
 
 # --- H4 --------------------------------------------------------------------------------
 
@@ -38,27 +21,16 @@ _tmpfs_size_ok(m) if _within(m.tmpfs_options.size, 1, _cfg.docker.tmpfs[m.target
 #   id: H4
 #   severity: critical
 violations contains {"rule": "H4", "msg": msg} if {
-	not _canonical
-	some msg in _h4
-}
-
-_identity_hidden if {
-	_task.Identity.Env == false
-	_task.Identity.File == false
-}
-
-_h4 contains "task Identity must set Env false and File false" if not _identity_hidden
-
-_h4 contains sprintf("task %s must not be set", [field]) if {
-	some field in _secret_task_fields
-	_set(_task[field])
-}
-
-_h4 contains "task group Consul must not be set" if _set(_group.Consul)
-
-_h4 contains sprintf("job %s must not be set", [field]) if {
-	some field in _secret_job_fields
-	_set(input.job[field])
+	table := {
+		"job ": {"ConsulNamespace": null, "VaultNamespace": null},
+		"task group ": {"Consul": null},
+		"task ": {
+			"Identity": {"Env": false, "File": false},
+			"Identities": null, "Vault": null, "Consul": null, "Templates": null, "Artifacts": null, "Secrets": null,
+		},
+	}
+	not object.subset(_parts, table)
+	some msg in _table_failures(table)
 }
 
 # --- H5 --------------------------------------------------------------------------------
@@ -82,20 +54,25 @@ _h4 contains sprintf("job %s must not be set", [field]) if {
 # custom:
 #   id: H5
 #   severity: critical
-violations contains {"rule": "H5", "msg": msg} if {
-	not _canonical
-	some msg in _h5
-}
+violations contains {"rule": "H5", "msg": msg} if some msg in _h5
 
-_h5 contains sprintf("docker config keys %v give host access", [sort(keys)]) if {
-	keys := object.keys(object.filter(_config, _cfg.docker.host_access_keys))
-	count(keys) > 0
+_h5 contains sprintf("docker config keys %v give host access", [sort(object.keys(keys))]) if {
+	config := input.job.TaskGroups[0].Tasks[0].Config
+	is_object(config)
+	keys := object.filter(config, cfg.docker.host_access_keys)
+	keys != {}
 }
 
 _h5 contains "docker config mount must be a list" if {
-	mount := _config.mount
+	mount := input.job.TaskGroups[0].Tasks[0].Config.mount
 	mount != null
 	not is_array(mount)
+}
+
+# mount as rendered, when it is a list (H5 and H6 fire otherwise).
+_mounts := m if {
+	m := input.job.TaskGroups[0].Tasks[0].Config.mount
+	is_array(m)
 }
 
 _h5 contains sprintf("mount %d must be an object", [i]) if {
@@ -112,51 +89,49 @@ _h5 contains sprintf("mount %d must be of type tmpfs, got %v", [i, object.get(m,
 _h5 contains sprintf("mount %d target %v is not a tmpfs work area", [i, object.get(m, "target", null)]) if {
 	some i, m in _mounts
 	is_object(m)
-	not _cfg.docker.tmpfs[m.target]
+	not cfg.docker.tmpfs[m.target]
 }
 
 _h5 contains sprintf("mount %d must not have a source", [i]) if {
 	some i, m in _mounts
-	_set(m.source)
+	source := m.source
+	not source in {null, "", [], {}}
 }
 
 _h5 contains sprintf("mount %d refers to the Docker socket", [i]) if {
 	some i, m in _mounts
 	some value in m
 	is_string(value)
-	contains(value, _docker_socket)
+	contains(value, "docker.sock")
 }
 
-_h5 contains "task VolumeMounts must not be set" if _set(_task.VolumeMounts)
-
-_h5 contains "task group Volumes must not be set" if _set(_group.Volumes)
-
-_h5 contains "task Resources.Devices must not be set" if _set(_resources.Devices)
+_h5 contains msg if {
+	table := {"task group ": {"Volumes": null}, "task ": {"VolumeMounts": null}, "task Resources.": {"Devices": null}}
+	not object.subset(_parts, table)
+	some msg in _table_failures(table)
+}
 
 # Nomad's own mounts that live on the node's disk, when input.nomad_mounts is a list
 # (INPUT fires otherwise).
-_host_disk_mounts := sort([m.target |
-	some m in input.nomad_mounts
-	m.host_disk == true
-])
+_host_disk_mounts := sort([m.target | some m in input.nomad_mounts; m.host_disk == true])
 
 _task_dir_quota := q if {
-	q := _cfg.docker.task_dirs.quota_mb
+	q := cfg.docker.task_dirs.quota_mb
 	is_number(q)
 	q > 0
 }
 
 _h5 contains sprintf("Nomad mounts %v from the node's disk into the task and docker.task_dirs.quota_mb is not a positive number: nothing would bound them", [_host_disk_mounts]) if {
-	count(_host_disk_mounts) > 0
 	not _task_dir_quota
+	count(_host_disk_mounts) > 0
 }
 
-_h5 contains sprintf("task group EphemeralDisk must be {SizeMB: %v, Sticky: false, Migrate: false} (docker.task_dirs.quota_mb), got %v", [_task_dir_quota, _ephemeral_disk]) if {
-	_task_dir_quota
-	not _ephemeral_disk == {"SizeMB": _task_dir_quota, "Sticky": false, "Migrate": false}
+_h5 contains sprintf("task group EphemeralDisk must be {SizeMB: %v, Sticky: false, Migrate: false} (docker.task_dirs.quota_mb), got %v", [quota, object.get(group, "EphemeralDisk", null)]) if {
+	quota := _task_dir_quota
+	group := input.job.TaskGroups[0]
+	is_object(group)
+	not group.EphemeralDisk == {"SizeMB": quota, "Sticky": false, "Migrate": false}
 }
-
-_ephemeral_disk := object.get(_group, "EphemeralDisk", null)
 
 # --- H6 --------------------------------------------------------------------------------
 
@@ -172,32 +147,40 @@ _ephemeral_disk := object.get(_group, "EphemeralDisk", null)
 # custom:
 #   id: H6
 #   severity: medium
-violations contains {"rule": "H6", "msg": msg} if {
-	not _canonical
-	some msg in _h6
-}
+violations contains {"rule": "H6", "msg": msg} if some msg in _h6
 
 _h6 contains sprintf("tmpfs %s must be mounted exactly once, found %d", [target, n]) if {
-	some target, _ in _cfg.docker.tmpfs
+	some target, _ in cfg.docker.tmpfs
 	n := count([m | some m in _mounts; m.target == target])
 	n != 1
 }
 
-_h6 contains sprintf("tmpfs %s must set tmpfs_options.size in [1, %d] bytes", [m.target, area.max_mb * _mib]) if {
+_h6 contains sprintf("tmpfs %s must set tmpfs_options.size in [1, %v] bytes", [m.target, _tmpfs_max_bytes(area)]) if {
 	some m in _mounts
-	area := _cfg.docker.tmpfs[m.target]
-	not _tmpfs_size_ok(m)
+	area := cfg.docker.tmpfs[m.target]
+	not {
+		size := m.tmpfs_options.size
+		size >= 1
+		is_number(area.max_mb)
+		size <= area.max_mb * 1048576 # MiB to bytes: sizes are rendered in bytes
+	}
 }
+
+# An area's cap in bytes for a message; null when policy data lacks a numeric max_mb (every
+# size is then refused).
+_tmpfs_max_bytes(area) := bytes if {
+	is_number(area.max_mb)
+	bytes := area.max_mb * 1048576
+} else := null
 
 _h6 contains sprintf("docker config readonly_rootfs %v is not allowed for profile %v", [_config_value("readonly_rootfs"), _sandbox_value("profile")]) if {
-	not _rootfs_ok
-}
-
-_rootfs_ok if _config.readonly_rootfs == true
-
-_rootfs_ok if {
-	_profile.readonly_rootfs == false
-	object.get(_config, "readonly_rootfs", false) == false
+	not input.job.TaskGroups[0].Tasks[0].Config.readonly_rootfs == true
+	not {
+		cfg.profiles[input.sandbox.profile].readonly_rootfs == false
+		config := input.job.TaskGroups[0].Tasks[0].Config
+		is_object(config)
+		object.get(config, "readonly_rootfs", false) == false
+	}
 }
 
 # --- H7 --------------------------------------------------------------------------------
@@ -218,33 +201,34 @@ _rootfs_ok if {
 # custom:
 #   id: H7
 #   severity: critical
-violations contains {"rule": "H7", "msg": msg} if {
-	not _canonical
-	some msg in _h7
+violations contains {"rule": "H7", "msg": msg} if some msg in _h7
+
+_h7 contains msg if {
+	table := {
+		"task group ": {"Services": null, "Networks": null},
+		"task ": {"Services": null},
+		"task Resources.": {"Networks": null},
+	}
+	not object.subset(_parts, table)
+	some msg in _table_failures(table)
 }
 
-_h7 contains "task group Services must not be set" if _set(_group.Services)
-
-_h7 contains "task Services must not be set" if _set(_task.Services)
-
-_h7 contains "task group Networks must not be set" if _set(_group.Networks)
-
-_h7 contains "task Resources.Networks must not be set" if _set(_resources.Networks)
-
-_h7 contains sprintf("docker config keys %v are not allowed", [sort(keys)]) if {
-	keys := object.keys(object.filter(_config, _cfg.docker.network_keys))
-	count(keys) > 0
+_h7 contains sprintf("docker config keys %v are not allowed", [sort(object.keys(keys))]) if {
+	config := input.job.TaskGroups[0].Tasks[0].Config
+	is_object(config)
+	keys := object.filter(config, cfg.docker.network_keys)
+	keys != {}
 }
 
 _h7 contains sprintf("docker config network_mode %v is not the mode of network %v", [_config_value("network_mode"), _sandbox_value("network")]) if {
-	not _config.network_mode == _network.network_mode
+	not input.job.TaskGroups[0].Tasks[0].Config.network_mode == cfg.networks[input.sandbox.network].network_mode
 }
 
-_h7 contains sprintf("docker config dns_servers %v are not the resolvers of network %v (%v)", [_config_value("dns_servers"), _sandbox_value("network"), _network_dns]) if {
-	not _dns_ok
+_h7 contains sprintf("docker config dns_servers %v are not the resolvers of network %v (%v)", [_config_value("dns_servers"), _sandbox_value("network"), _network_dns]) if not {
+	config := input.job.TaskGroups[0].Tasks[0].Config
+	is_object(config)
+	object.get(config, "dns_servers", null) == _network_dns
 }
 
 # The network's resolvers, or null when it has none.
-_network_dns := object.get(_network, "dns_servers", null)
-
-_dns_ok if object.get(_config, "dns_servers", null) == _network_dns
+_network_dns := object.get(cfg.networks[input.sandbox.network], "dns_servers", null)

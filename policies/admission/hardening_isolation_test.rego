@@ -235,3 +235,53 @@ test_h7_egress_with_other_or_no_resolvers_denies if {
 	_ids(_with_on(_egress, _cfg("dns_servers"), "1.1.1.1")) == {"H7"}
 	_ids(json.patch(_egress, [{"op": "remove", "path": _cfg("dns_servers")}])) == {"H7"}
 }
+
+test_h4_fields_are_named if {
+	d := _decision(json.patch(_base, [
+		{"op": "replace", "path": _task("Identity/Env"), "value": true},
+		{"op": "replace", "path": _group("Consul"), "value": {"Namespace": "x"}},
+		{"op": "replace", "path": "/job/VaultNamespace", "value": "prod"},
+	]))
+	d.violations == {
+		{"rule": "H4", "msg": "task Identity must set Env false and File false"},
+		{"rule": "H4", "msg": "task group Consul must not be set"},
+		{"rule": "H4", "msg": "job VaultNamespace must not be set"},
+	}
+}
+
+test_h4_without_null_fields_is_allowed if {
+	inp := json.patch(_base, [
+		{"op": "remove", "path": _task("Vault")},
+		{"op": "remove", "path": _group("Consul")},
+		{"op": "remove", "path": "/job/ConsulNamespace"},
+	])
+	_ids(inp) == set()
+}
+
+# Each mount names its target; one without (or with another) is refused.
+test_h5_mount_without_target_denies if {
+	extra := {"type": "tmpfs", "readonly": false, "tmpfs_options": {"size": 1048576}}
+	d := _decision(_with(_cfg("mount/-"), extra))
+	d.violations == {{"rule": "H5", "msg": "mount 2 target null is not a tmpfs work area"}}
+}
+
+test_h5_h7_table_messages if {
+	d := _decision(json.patch(_base, [
+		{"op": "replace", "path": _task("Resources/Devices"), "value": [{"Name": "gpu"}]},
+		{"op": "replace", "path": _task("Resources/Networks"), "value": [{"MBits": 1}]},
+	]))
+	d.violations == {
+		{"rule": "H5", "msg": "task Resources.Devices must not be set"},
+		{"rule": "H7", "msg": "task Resources.Networks must not be set"},
+	}
+}
+
+test_h6_missing_area_cap_in_data_denies if {
+	d := _decision(_base) with data.sandgate.config as _data_without("docker/tmpfs/~1tmp/max_mb")
+	d.violations == {{"rule": "H6", "msg": "tmpfs /tmp must set tmpfs_options.size in [1, null] bytes"}}
+}
+
+test_h7_missing_network_keys_in_data_refuse_them_under_h1 if {
+	ids := _ids(_with(_cfg("ports"), ["http"])) with data.sandgate.config as _data_without("docker/network_keys")
+	ids == {"H1"}
+}

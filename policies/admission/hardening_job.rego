@@ -1,36 +1,11 @@
 package sandgate.admission
 
+import data.sandgate.config as cfg
+import future.keywords.not
+
 # Container hardening, part 3: what runs and under which name. H8 (the container only
 # sleeps until the lifetime ceiling), H9 (prefixed, matching names). See admission.rego
-# for how the rules, the fast path and the checks fit together.
-
-# The one command a sandbox container runs (exec is how work gets in).
-_sleep_command := "sleep"
-
-# The longest sleep allowed: the lifetime ceiling, and never past the sandbox's ceiling_at.
-_sleep_max := min([_cfg.lifetime.ceiling_seconds, input.sandbox.ceiling_at - input.sandbox.created_at]) if {
-	is_number(input.sandbox.ceiling_at)
-	is_number(input.sandbox.created_at)
-}
-
-# The sleep length in seconds, when args is exactly one positive decimal string.
-_sleep_seconds := to_number(s) if {
-	args := _config.args
-	is_array(args)
-	count(args) == 1
-	s := args[0]
-	is_string(s)
-	regex.match(`^[1-9][0-9]*$`, s)
-}
-
-_expected_job_id := concat("", [_cfg.prefix, id]) if {
-	id := input.sandbox.id
-	is_string(id)
-}
-
-_expected_job_id_value := v if {
-	v := _expected_job_id
-} else := null
+# for how the rules are written.
 
 # --- H8 --------------------------------------------------------------------------------
 
@@ -45,27 +20,39 @@ _expected_job_id_value := v if {
 # custom:
 #   id: H8
 #   severity: medium
-violations contains {"rule": "H8", "msg": msg} if {
-	not _canonical
-	some msg in _h8
+violations contains {"rule": "H8", "msg": msg} if some msg in _h8
+
+_h8 contains "docker config command must be sleep" if {
+	not input.job.TaskGroups[0].Tasks[0].Config.command == "sleep"
 }
 
-_h8 contains sprintf("docker config command must be %v", [_sleep_command]) if {
-	not _config.command == _sleep_command
+_h8 contains "docker config entrypoint must not be set" if {
+	entrypoint := input.job.TaskGroups[0].Tasks[0].Config.entrypoint
+	not entrypoint in {null, "", [], {}}
 }
 
-_h8 contains "docker config entrypoint must not be set" if _set(_config.entrypoint)
+# The sleep length in seconds, when args is exactly one positive decimal string.
+_sleep_seconds := to_number(s) if {
+	[s] := input.job.TaskGroups[0].Tasks[0].Config.args
+	is_string(s)
+	regex.match(`^[1-9][0-9]*$`, s)
+}
 
 _h8 contains "docker config args must be exactly one positive integer string (seconds)" if {
 	not _sleep_seconds
 }
 
+# The longest sleep allowed: the lifetime ceiling, and never past the sandbox's ceiling_at.
 _h8 contains sprintf("sleep of %v seconds outlives the lifetime ceiling", [n]) if {
 	n := _sleep_seconds
-	not _sleep_within(n)
+	not {
+		created := input.sandbox.created_at
+		ceiling := input.sandbox.ceiling_at
+		is_number(created)
+		is_number(ceiling)
+		n <= min([cfg.lifetime.ceiling_seconds, ceiling - created])
+	}
 }
-
-_sleep_within(n) if n <= _sleep_max
 
 # --- H9 --------------------------------------------------------------------------------
 
@@ -85,36 +72,36 @@ _sleep_within(n) if n <= _sleep_max
 # custom:
 #   id: H9
 #   severity: high
-violations contains {"rule": "H9", "msg": msg} if {
-	not _canonical
-	some msg in _h9
-}
+violations contains {"rule": "H9", "msg": msg} if some msg in _h9
 
-_h9 contains sprintf("job %s must start with %v", [field, _cfg.prefix]) if {
+_h9 contains sprintf("job %s must start with %v", [field, _data_value(["prefix"])]) if {
 	some field in ["ID", "Name"]
-	not _prefixed_field(field)
+	not {
+		name := input.job[field]
+		is_string(name)
+		startswith(name, cfg.prefix)
+	}
 }
 
-_prefixed_field(field) if {
-	name := input.job[field]
-	is_string(name)
-	startswith(name, _cfg.prefix)
+_expected_job_id := concat("", [cfg.prefix, id]) if {
+	id := input.sandbox.id
+	is_string(id)
 }
 
 _h9 contains sprintf("job ID %v must be %v", [_job_value("ID"), _expected_job_id_value]) if {
 	not input.job.ID == _expected_job_id
 }
 
+_expected_job_id_value := v if {
+	v := _expected_job_id
+} else := null
+
 _h9 contains "job Name must equal job ID" if not input.job.Name == input.job.ID
 
-_h9 contains sprintf("sandbox id %v does not match %v", [_sandbox_value("id"), _cfg.sandbox_id_pattern]) if {
-	not _sandbox_id_ok
-}
-
-_sandbox_id_ok if {
+_h9 contains sprintf("sandbox id %v does not match %v", [_sandbox_value("id"), _data_value(["sandbox_id_pattern"])]) if not {
 	id := input.sandbox.id
 	is_string(id)
-	regex.match(_cfg.sandbox_id_pattern, id)
+	regex.match(cfg.sandbox_id_pattern, id)
 }
 
 _h9 contains "job Meta sandgate.sandbox_id must equal the sandbox id" if {
@@ -122,11 +109,10 @@ _h9 contains "job Meta sandgate.sandbox_id must equal the sandbox id" if {
 }
 
 _h9 contains "docker config labels must be a list of exactly one map of strings" if {
-	_config.labels != null
-	not _labels_ok
-}
-
-_labels_ok if {
-	[labels] := _config.labels
-	_string_map(labels)
+	labels := input.job.TaskGroups[0].Tasks[0].Config.labels
+	labels != null
+	not {
+		[map] := labels
+		_string_map(map)
+	}
 }

@@ -117,3 +117,15 @@ test_h9_labels_other_shapes_deny if {
 		_ids(_with(_cfg("labels"), labels)) == {"H9"}
 	}
 }
+
+test_h8_missing_ceiling_in_data_denies if {
+	ids := _ids(_base) with data.sandgate.config as _data_without("lifetime/ceiling_seconds")
+	ids == {"H8"}
+}
+
+test_h9_missing_prefix_or_pattern_in_data_deny if {
+	ids := _ids(_base) with data.sandgate.config as _data_without("prefix")
+	ids == {"H9"}
+	pattern := _ids(_base) with data.sandgate.config as _data_without("sandbox_id_pattern")
+	pattern == {"H9"}
+}

@@ -1,27 +1,17 @@
 package sandgate.admission
 
+import data.sandgate.config as cfg
 import data.sandgate.lib.nodes
+import future.keywords.not
 
 # Placement: P1 (pinned to one enrolled worker of an allowed platform), P2 (never a control
 # plane), P3 (node healthy and below the usage thresholds), I5 (egress only on nodes
-# enrolled for egress). See admission.rego for how the rules, the fast path and the checks
-# fit together.
-
-# Nomad's constraint target for the node name (a Nomad name, not a threshold).
-_node_pin_target := "${node.unique.name}"
-
-# Platform constraints: the Nomad target, the node attribute it reads and the allowlist.
-_platform := [
-	{"target": "${attr.kernel.name}", "attribute": "kernel.name", "allowed": _cfg.placement.allowed_os},
-	{"target": "${attr.cpu.arch}", "attribute": "cpu.arch", "allowed": _cfg.placement.allowed_architectures},
-]
+# enrolled for egress). See admission.rego for how the rules are written.
 
 # Node fields for messages, null when absent.
 _node_value(k) := v if {
 	v := input.node[k]
 } else := null
-
-_enrolled if input.node.enrollment in _cfg.placement.enrollments
 
 # --- P1 --------------------------------------------------------------------------------
 
@@ -32,74 +22,69 @@ _enrolled if input.node.enrollment in _cfg.placement.enrollments
 #   constraint, operand "=", naming the node admission evaluated; the node must be enrolled
 #   (enrollment in placement.enrollments); its kernel.name and cpu.arch attributes must be in
 #   placement.allowed_os / allowed_architectures; and the job must carry ${attr.kernel.name}
-#   and ${attr.cpu.arch} constraints, every one of them "=" an allowed value equal to the
-#   node's attribute. Without the pin Nomad could place the sandbox on a node where no
-#   placement, control-plane or budget check was made; without the platform constraints on
-#   a platform whose images and hardening were never vetted.
+#   and ${attr.cpu.arch} constraints, every one of them "=" the node's attribute. Without the
+#   pin Nomad could place the sandbox on a node where no placement, control-plane or budget
+#   check was made; without the platform constraints on a platform whose images and
+#   hardening were never vetted.
 # custom:
 #   id: P1
 #   severity: high
-violations contains {"rule": "P1", "msg": msg} if {
-	not _canonical
-	some msg in _p1
-}
+violations contains {"rule": "P1", "msg": msg} if some msg in _p1
 
 # Every constraint of the job, its group and its task (constraints at all levels apply),
 # duplicates included.
 _constraints := array.concat(
 	[c | some c in input.job.Constraints],
-	array.concat([c | some c in _group.Constraints], [c | some c in _task.Constraints]),
+	array.concat(
+		[c | some c in input.job.TaskGroups[0].Constraints],
+		[c | some c in input.job.TaskGroups[0].Tasks[0].Constraints],
+	),
 )
 
-_node_pins := [c | some c in _constraints; c.LTarget == _node_pin_target]
-
-_p1 contains sprintf("job must carry exactly one %s constraint, found %d", [_node_pin_target, n]) if {
-	n := count(_node_pins)
+_p1 contains sprintf("job must carry exactly one ${node.unique.name} constraint, found %d", [n]) if {
+	n := count([c | some c in _constraints; c.LTarget == "${node.unique.name}"])
 	n != 1
 }
 
 _p1 contains sprintf("node pin %v %v %v does not select node %v", [c.LTarget, c.Operand, c.RTarget, _node_value("name")]) if {
-	some c in _node_pins
-	not _pins_node(c)
-}
-
-_pins_node(c) if {
-	c.Operand == "="
-	c.RTarget == input.node.name
-}
-
-_p1 contains sprintf("node enrollment %v is not one of %v", [_node_value("enrollment"), _cfg.placement.enrollments]) if {
-	not _enrolled
-}
-
-_p1 contains sprintf("node attribute %s is not one of %v", [p.attribute, p.allowed]) if {
-	some p in _platform
-	not _node_platform_ok(p)
-}
-
-_node_platform_ok(p) if input.node.attributes[p.attribute] in p.allowed
-
-_p1 contains sprintf("job lacks a %s constraint", [p.target]) if {
-	some p in _platform
-	not _constrained(p.target)
-}
-
-_constrained(target) if {
 	some c in _constraints
-	c.LTarget == target
+	c.LTarget == "${node.unique.name}"
+	not {
+		c.Operand == "="
+		c.RTarget == input.node.name
+	}
 }
 
-_p1 contains sprintf("constraint %v %v %v must be = an allowed value equal to the node's %s", [c.LTarget, c.Operand, c.RTarget, p.attribute]) if {
-	some p in _platform
+_p1 contains sprintf("node enrollment %v is not one of %v", [_node_value("enrollment"), _data_value(["placement", "enrollments"])]) if {
+	not input.node.enrollment in cfg.placement.enrollments
+}
+
+_p1 contains sprintf("node attribute kernel.name is not one of %v", [_data_value(["placement", "allowed_os"])]) if {
+	not input.node.attributes["kernel.name"] in cfg.placement.allowed_os
+}
+
+_p1 contains sprintf("node attribute cpu.arch is not one of %v", [_data_value(["placement", "allowed_architectures"])]) if {
+	not input.node.attributes["cpu.arch"] in cfg.placement.allowed_architectures
+}
+
+# The platform constraints: the Nomad target -> the node attribute it reads.
+_p1 contains sprintf("job lacks a %s constraint", [target]) if {
+	some target in ["${attr.kernel.name}", "${attr.cpu.arch}"]
+	not {
+		some c in _constraints
+		c.LTarget == target
+	}
+}
+
+# A platform constraint must pin the node's own value: with the node attribute checked
+# against the allowlist above, that keeps the job on a vetted platform.
+_p1 contains sprintf("constraint %v %v %v must be = an allowed value equal to the node's %s", [c.LTarget, c.Operand, c.RTarget, attribute]) if {
 	some c in _constraints
-	c.LTarget == p.target
-	not _platform_constraint_ok(c, p)
-}
-
-_platform_constraint_ok(c, p) if {
-	c.Operand == "="
-	c.RTarget in p.allowed
-	c.RTarget == input.node.attributes[p.attribute]
+	attribute := {"${attr.kernel.name}": "kernel.name", "${attr.cpu.arch}": "cpu.arch"}[c.LTarget]
+	not {
+		c.Operand == "="
+		c.RTarget == input.node.attributes[attribute]
+	}
 }
 
 # --- P2 --------------------------------------------------------------------------------
@@ -112,17 +97,17 @@ _platform_constraint_ok(c, p) if {
 #   placement.control_plane.meta (compared case-insensitively); and neither its name nor its
 #   unique.hostname may be listed in placement.control_plane.node_names. ANY indicator
 #   refuses: a sandbox on a control plane could reach the Nomad servers and their state.
+#   One message names every indicator the node shows (the shared library judges them, so
+#   that enrollment and creation agree); an absent node may be one.
 # custom:
 #   id: P2
 #   severity: critical
-violations contains {"rule": "P2", "msg": msg} if {
-	not _canonical
-	some msg in _p2
+violations contains {"rule": "P2", "msg": concat("; ", sort(reasons))} if {
+	reasons := _control_plane_reasons
+	reasons != set()
 }
 
-# Every indicator the node shows (server co-location, meta, listed names), judged by the
-# shared library so that enrollment (hosts) and creation agree. An absent node may be one.
-_p2 := nodes.control_plane_reasons(input.node) if {
+_control_plane_reasons := nodes.control_plane_reasons(input.node) if {
 	is_object(input.node)
 } else := {"node facts are missing: it may be a control-plane node"}
 
@@ -140,30 +125,29 @@ _p2 := nodes.control_plane_reasons(input.node) if {
 # custom:
 #   id: P3
 #   severity: medium
-violations contains {"rule": "P3", "msg": msg} if {
-	not _canonical
-	some msg in _p3
+violations contains {"rule": "P3", "msg": msg} if some msg in _p3
+
+_p3 contains sprintf("node status is %v, must be ready", [_node_value("status")]) if {
+	not input.node.status == "ready"
 }
 
-_p3 contains sprintf("node %s is %v, must be %v", [field, _node_value(field), want]) if {
-	some field, want in {"status": "ready", "eligibility": "eligible", "operator_state": "active"}
-	not input.node[field] == want
+_p3 contains sprintf("node eligibility is %v, must be eligible", [_node_value("eligibility")]) if {
+	not input.node.eligibility == "eligible"
+}
+
+_p3 contains sprintf("node operator_state is %v, must be active", [_node_value("operator_state")]) if {
+	not input.node.operator_state == "active"
 }
 
 _p3 contains "node is draining (drain must be false)" if not input.node.drain == false
 
-_p3 contains sprintf("node %s %v must be a number below %v", [field, _usage_value(field), threshold]) if {
-	some field, threshold in {
-		"memory_percent": _cfg.thresholds.refuse_create_memory_percent,
-		"disk_percent": _cfg.thresholds.refuse_create_disk_percent,
+_p3 contains sprintf("node %s %v must be a number below %v", [field, _usage_value(field), _data_value(["thresholds", threshold])]) if {
+	some field, threshold in {"memory_percent": "refuse_create_memory_percent", "disk_percent": "refuse_create_disk_percent"}
+	not {
+		x := input.node.usage[field]
+		is_number(x)
+		x < cfg.thresholds[threshold]
 	}
-	not _usage_below(field, threshold)
-}
-
-_usage_below(field, limit) if {
-	x := input.node.usage[field]
-	is_number(x)
-	x < limit
 }
 
 _usage_value(k) := v if {
@@ -184,18 +168,18 @@ _usage_value(k) := v if {
 #   id: I5
 #   severity: high
 violations contains {"rule": "I5", "msg": msg} if {
-	not _canonical
-	not _network_enrollment_ok
-	_enrolled
-	msg := sprintf("network %v is not allowed on a node enrolled as %v", [_sandbox_value("network"), input.node.enrollment])
+	enrollment := input.node.enrollment
+	enrollment in cfg.placement.enrollments
+	not {
+		network := cfg.networks[input.sandbox.network]
+		enrollment in network.enrollment
+		_egress_allowed(network, enrollment)
+	}
+	msg := sprintf("network %v is not allowed on a node enrolled as %v", [_sandbox_value("network"), enrollment])
 }
 
-_network_enrollment_ok if {
-	input.node.enrollment in _network.enrollment
-	not _egress
-}
+# A network without access ("none") goes on any enrolled node; any other one only on nodes
+# enrolled for egress. (H10 asks the same of the runtime.)
+_egress_allowed(network, _) if not network.network_mode != "none"
 
-_network_enrollment_ok if {
-	input.node.enrollment in _network.enrollment
-	input.node.enrollment == _cfg.placement.egress_enrollment
-}
+_egress_allowed(_, enrollment) if enrollment == cfg.placement.egress_enrollment

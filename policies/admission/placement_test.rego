@@ -175,3 +175,56 @@ test_i5_egress_network_listing_plain_enrollment_still_needs_egress_enrollment if
 	ids := _ids(inp) with data.sandgate.config.networks.egress.enrollment as ["sandbox", "sandbox+egress"]
 	ids == {"I5"}
 }
+
+test_p1_node_of_an_unvetted_platform_is_one_message if {
+	inp := json.patch(_base, [
+		{"op": "replace", "path": "/node/attributes/cpu.arch", "value": _other_arch},
+		{"op": "replace", "path": "/job/Constraints/1/RTarget", "value": _other_arch},
+	])
+	d := _decision(inp)
+	d.violations == {{"rule": "P1", "msg": sprintf("node attribute cpu.arch is not one of %v", [_data.placement.allowed_architectures])}}
+}
+
+test_p1_missing_enrollments_in_data_deny if {
+	ids := _ids(_base) with data.sandgate.config as _data_without("placement/enrollments")
+	ids == {"P1"}
+}
+
+# One node, one cause: every indicator it shows is named in one P2 message.
+test_p2_every_indicator_in_one_message if {
+	inp := json.patch(_base, [
+		{"op": "replace", "path": "/node/control_plane", "value": true},
+		{"op": "replace", "path": "/node/meta", "value": {"sandgate.control_plane": "true", "node-role": "server"}},
+	])
+	d := _decision(inp)
+	d.violations == {{"rule": "P2", "msg": concat("; ", [
+		"node is (or may be) a control-plane node: control_plane must be false",
+		"node meta node-role=server marks a control-plane node",
+		"node meta sandgate.control_plane=true marks a control-plane node",
+	])}}
+}
+
+test_p2_single_indicator_keeps_its_message if {
+	d := _decision(_with("/node/control_plane", true))
+	d.violations == {{"rule": "P2", "msg": "node is (or may be) a control-plane node: control_plane must be false"}}
+}
+
+test_p2_missing_node_facts_deny if {
+	d := _decision(_without("/node"))
+	{"rule": "P2", "msg": "node facts are missing: it may be a control-plane node"} in d.violations
+}
+
+test_p3_missing_threshold_in_data_denies if {
+	ids := _ids(_base) with data.sandgate.config as _data_without("thresholds/refuse_create_memory_percent")
+	ids == {"P3"}
+	d := _decision(_base) with data.sandgate.config as _data_without("thresholds")
+	d.violations == {
+		{"rule": "P3", "msg": "node memory_percent 41.5 must be a number below null"},
+		{"rule": "P3", "msg": "node disk_percent 22 must be a number below null"},
+	}
+}
+
+test_i5_egress_needs_the_egress_enrollment_from_data if {
+	ids := _ids(_egress) with data.sandgate.config as _data_without("placement/egress_enrollment")
+	ids == {"I5"}
+}

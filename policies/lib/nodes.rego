@@ -9,8 +9,6 @@
 # scope: package
 package sandgate.lib.nodes
 
-_cp := data.sandgate.config.placement.control_plane
-
 # control_plane_reasons(node) is one message per control-plane indicator the node
 # shows; empty only when none does. The indicators, each configurable in policy data
 # (placement.control_plane):
@@ -19,25 +17,24 @@ _cp := data.sandgate.config.placement.control_plane
 #     be exactly false. Missing or mistyped counts as co-located: fail closed.
 #   - meta: node meta key -> values that mark a control plane (case-insensitive, trimmed).
 #   - node_names: node names (or unique.hostname attributes) that are control planes.
-control_plane_reasons(node) := (_colocation(node) | _meta_hits(node)) | _listed(node)
-
-_colocation(node) := {"node is (or may be) a control-plane node: control_plane must be false" |
-	not _colocation_ignored
-	not node.control_plane == false
-}
-
-_colocation_ignored if _cp.server_colocation == false
-
-_meta_hits(node) := {sprintf("node meta %s=%s marks a control-plane node", [key, value]) |
-	some key, values in _cp.meta
-	value := node.meta[key]
-	is_string(value)
-	lower(trim_space(value)) in values
-}
-
-_listed(node) := {sprintf("node %v is listed as a control-plane node", [name]) |
-	some name in _cp.node_names
-	_names_node(name, node)
+# Admission asks this of every create, so it is one function body: policy data is read
+# once, and each indicator is one comprehension.
+control_plane_reasons(node) := colocation | (meta | listed) if {
+	cp := object.get(data.sandgate.config, ["placement", "control_plane"], {})
+	colocation := {"node is (or may be) a control-plane node: control_plane must be false" |
+		not cp.server_colocation == false
+		not node.control_plane == false
+	}
+	meta := {sprintf("node meta %s=%s marks a control-plane node", [key, value]) |
+		some key, values in cp.meta
+		value := node.meta[key]
+		is_string(value)
+		lower(trim_space(value)) in values
+	}
+	listed := {sprintf("node %v is listed as a control-plane node", [name]) |
+		some name in cp.node_names
+		_names_node(name, node)
+	}
 }
 
 _names_node(name, node) if name == node.name
