@@ -4,40 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"io/fs"
-	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"sandgate/policies/policytest"
 )
 
 // e2eDataPatch is the RFC 7386 merge patch the end-to-end suite applies to
 // data.json (its images and architecture are not the deployment's).
 const e2eDataPatch = "../test/testdata/e2e-policy-data-patch.json"
 
-// mergePatch applies an RFC 7386 JSON merge patch to target and returns the
-// result; target is not modified.
-func mergePatch(target, patch any) any {
-	p, ok := patch.(map[string]any)
-	if !ok {
-		return patch
-	}
-	t, _ := target.(map[string]any)
-	out := maps.Clone(t)
-	if out == nil {
-		out = map[string]any{}
-	}
-	for k, v := range p {
-		if v == nil {
-			delete(out, k)
-			continue
-		}
-		out[k] = mergePatch(out[k], v)
-	}
-	return out
-}
+// mergePatch is policytest.MergePatch (RFC 7386).
+func mergePatch(target, patch any) any { return policytest.MergePatch(target, patch) }
 
 func TestMergePatchFollowsRFC7386(t *testing.T) {
 	t.Parallel()

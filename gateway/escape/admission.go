@@ -247,7 +247,7 @@ var mutations = []mutation{
 		constraint(d, "${node.unique.name}")["Operand"] = "regexp"
 		constraint(d, "${node.unique.name}")["RTarget"] = ".*"
 	}},
-	{ID: "job/a-wrong-architecture", What: "a wrong architecture", Rule: "P1", mutate: func(d doc) { constraint(d, "${attr.cpu.arch}")["RTarget"] = "amd64" }},
+	{ID: "job/a-wrong-architecture", What: "a wrong architecture", Rule: "P1", mutate: func(d doc) { constraint(d, "${attr.cpu.arch}")["RTarget"] = "mips64" }},
 	{ID: "job/a-node-that-is-not-enrolled", What: "a node that is not enrolled", Rule: "P1", mutate: func(d doc) { node(d)["enrollment"] = "none" }},
 	{ID: "job/a-control-plane-node", What: "a control-plane node", Rule: "P2", mutate: func(d doc) { node(d)["control_plane"] = true }},
 	{ID: "job/a-node-with-a-control-plane-role-in-its-meta", What: "a node with a control-plane role in its meta", Rule: "P2", mutate: func(d doc) { node(d)["meta"] = doc{"node-role": "server"} }},

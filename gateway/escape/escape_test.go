@@ -2,7 +2,9 @@ package escape
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -171,5 +173,35 @@ func TestTheEngineRefusesALoosenedBundleUnlessEachCaseIsAccepted(t *testing.T) {
 	// Accepting a case that does not exist is a configuration error.
 	if _, err := Check([]string{"job/no-such-case"}, nil); err == nil {
 		t.Fatal("an unknown case was accepted")
+	}
+}
+
+// The end-to-end suite serves the bundle with its data patched (other
+// images, amd64): the audit must pass that bundle too, or no e2e gateway
+// starts. A case hard-wired to one architecture once admitted there.
+func TestTheAuditPassesTheBundleAsTheE2ESuitePatchesIt(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../test/testdata/e2e-policy-data-patch.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patch any
+	if err := json.Unmarshal(raw, &patch); err != nil {
+		t.Fatal(err)
+	}
+	dir := policytest.Copy(t, policies.EmbeddedBundle(), func(p string, data []byte) ([]byte, error) {
+		if p != "data.json" {
+			return data, nil
+		}
+		var doc any
+		if err := json.Unmarshal(data, &doc); err != nil {
+			return nil, err
+		}
+		return json.Marshal(policytest.MergePatch(doc, patch))
+	})
+	e := engine(t, policies.Config{Dir: dir})
+	r, err := Audit(context.Background(), e, nil)
+	if err != nil || r.Err() != nil {
+		t.Fatalf("audit of the e2e bundle: %v %v", err, r.Err())
 	}
 }

@@ -8,6 +8,7 @@ package policytest
 
 import (
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -104,4 +105,27 @@ func EditFile(t testing.TB, dir, file string, edit func([]byte) []byte, done *bo
 		t.Fatalf("%s: the edit changed nothing", file)
 	}
 	return dir
+}
+
+// MergePatch applies an RFC 7386 JSON merge patch to target and returns
+// the result; target is not modified. The end-to-end suite patches the
+// bundle's data this way (test/testdata/e2e-policy-data-patch.json).
+func MergePatch(target, patch any) any {
+	p, ok := patch.(map[string]any)
+	if !ok {
+		return patch
+	}
+	t, _ := target.(map[string]any)
+	out := maps.Clone(t)
+	if out == nil {
+		out = map[string]any{}
+	}
+	for k, v := range p {
+		if v == nil {
+			delete(out, k)
+			continue
+		}
+		out[k] = MergePatch(out[k], v)
+	}
+	return out
 }
