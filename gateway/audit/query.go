@@ -93,6 +93,7 @@ func (l *Log) Query(q Query) (Page, error) {
 		}
 	}()
 	// The last Limit matches before the cursor, in log order.
+	needles := q.needles()
 	window := make([]Entry, 0, q.Limit)
 	dropped := false
 	stop := false
@@ -111,7 +112,7 @@ func (l *Log) Query(q Query) (Page, error) {
 					break
 				}
 			}
-			if !prefilter(line, q) {
+			if !prefilter(line, needles) {
 				continue
 			}
 			var e Entry
@@ -145,10 +146,24 @@ func (l *Log) Query(q Query) (Page, error) {
 	return p, nil
 }
 
-// prefilter skips lines that cannot match without decoding them.
-func prefilter(line []byte, q Query) bool {
+// needles are the filter values a line must contain to match: a line
+// holds each as JSON wrote it, so only values JSON writes as they are (no
+// quote, backslash, <, >, & or control) are looked for; the others are
+// compared once decoded (matches).
+func (q Query) needles() [][]byte {
+	var out [][]byte
 	for _, s := range []string{q.Rule, q.Principal, q.Entrypoint} {
-		if s != "" && !bytes.Contains(line, []byte(s)) {
+		if enc, err := json.Marshal(s); s != "" && err == nil && string(enc) == `"`+s+`"` {
+			out = append(out, []byte(s))
+		}
+	}
+	return out
+}
+
+// prefilter skips lines that cannot match without decoding them.
+func prefilter(line []byte, needles [][]byte) bool {
+	for _, n := range needles {
+		if !bytes.Contains(line, n) {
 			return false
 		}
 	}

@@ -118,3 +118,20 @@ func TestAnInputTooLargeIsLeftOutAndSaysSo(t *testing.T) {
 		t.Fatalf("bounded: %d bytes of input, omitted %q", len(b.Input), b.InputOmitted)
 	}
 }
+
+// A principal JSON escapes (a subject with < or &) is still found.
+func TestQueryFindsAPrincipalJSONEscapes(t *testing.T) {
+	t.Parallel()
+	l, err := Open(Config{Path: filepath.Join(t.TempDir(), "decisions.jsonl")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Write(Entry{Time: time.Now(), DecisionID: "d1", Entrypoint: "authz", Principal: "agent:a<b&c"}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := l.Query(Query{Principal: "agent:a<b&c"})
+	if err != nil || len(p.Entries) != 1 {
+		t.Fatalf("%+v %v", p.Entries, err)
+	}
+}
