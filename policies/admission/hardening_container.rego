@@ -224,6 +224,10 @@ _h10 contains sprintf("docker config security_opt entry %v weakens the default c
 	_forbidden_security_opt(opt)
 }
 
+_h10 contains "policy data docker.forbidden_security_opt_prefixes must be a list: without it no security_opt entry can be judged" if {
+	not is_array(cfg.docker.forbidden_security_opt_prefixes)
+}
+
 _h10 contains sprintf("docker config runtime %v is not one of %v", [_config_value("runtime"), _allowed_runtimes]) if not {
 	runtime := input.job.TaskGroups[0].Tasks[0].Config.runtime
 	runtime in cfg.runtimes.allowed

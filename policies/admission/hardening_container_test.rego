@@ -283,7 +283,7 @@ test_h1_fixed_fields_are_named if {
 
 test_h1_missing_key_lists_in_data_refuse_every_key if {
 	ids := _ids(_with(_cfg("volumes"), ["/:/host"])) with data.sandgate.config as _data_without("docker/host_access_keys")
-	ids == {"H1"}
+	ids == {"H1", "H5"}
 	d := _decision(_base) with data.sandgate.config as _data_without("docker/allowed_config_keys")
 	count(d.violations) == 1
 	some v in d.violations
@@ -316,4 +316,8 @@ test_h3_missing_limits_in_data_deny if {
 test_h11_missing_allowlist_in_data_denies if {
 	ids := _ids(_base) with data.sandgate.config as _data_without("images/allowed")
 	ids == {"H11"}
+}
+
+test_h10_forbidden_security_opt_prefixes_missing_from_data_denies if {
+	_ids(_base) == {"H10"} with data.sandgate.config as _data_without("docker/forbidden_security_opt_prefixes")
 }

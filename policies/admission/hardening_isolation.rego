@@ -63,6 +63,10 @@ _h5 contains sprintf("docker config keys %v give host access", [sort(object.keys
 	keys != {}
 }
 
+_h5 contains "policy data docker.host_access_keys must be a list: without it no docker config key can be judged for host access" if {
+	not is_array(cfg.docker.host_access_keys)
+}
+
 _h5 contains "docker config mount must be a list" if {
 	mount := input.job.TaskGroups[0].Tasks[0].Config.mount
 	mount != null
@@ -218,6 +222,10 @@ _h7 contains sprintf("docker config keys %v are not allowed", [sort(object.keys(
 	is_object(config)
 	keys := object.filter(config, cfg.docker.network_keys)
 	keys != {}
+}
+
+_h7 contains "policy data docker.network_keys must be a list: without it no docker config key can be judged for networking" if {
+	not is_array(cfg.docker.network_keys)
 }
 
 _h7 contains sprintf("docker config network_mode %v is not the mode of network %v", [_config_value("network_mode"), _sandbox_value("network")]) if {

@@ -283,5 +283,21 @@ test_h6_missing_area_cap_in_data_denies if {
 
 test_h7_missing_network_keys_in_data_refuse_them_under_h1 if {
 	ids := _ids(_with(_cfg("ports"), ["http"])) with data.sandgate.config as _data_without("docker/network_keys")
-	ids == {"H1"}
+	ids == {"H1", "H7"}
+}
+
+# Policy data the checks read: a deny-list missing from data refuses, it never opens.
+
+test_h5_host_access_keys_missing_from_data_denies if {
+	_ids(_base) == {"H5"} with data.sandgate.config as _data_without("docker/host_access_keys")
+}
+
+test_h7_network_keys_missing_from_data_denies if {
+	_ids(_base) == {"H7"} with data.sandgate.config as _data_without("docker/network_keys")
+}
+
+test_p2_control_plane_tables_missing_from_data_deny if {
+	_ids(_base) == {"P2"} with data.sandgate.config.placement.control_plane.meta as null
+	_ids(_base) == {"P2"} with data.sandgate.config.placement.control_plane.node_names as "w1"
+	_ids(_base) == set() with data.sandgate.config.placement.control_plane.meta as {}
 }

@@ -68,7 +68,7 @@ _input contains "input: request.budget, when given, must be an object" if {
 	not _budget
 }
 
-_input contains sprintf("input: request.state %v is not one of %v", [_state_value, _cfg.hosts.states]) if {
+_input contains sprintf("input: request.state %v is not one of %v", [_state_value, object.get(_cfg, ["hosts", "states"], "unset")]) if {
 	_changing_state
 	not _state_ok
 }
@@ -159,7 +159,7 @@ violations contains {"rule": "I5", "msg": msg} if {
 	_enrolling
 	_request.egress == true
 	not nodes.isolation_declared(_node)
-	msg := sprintf("enroll %v for egress: node meta %v must declare an accepted isolation bundle version %v (run sandgate isolation render --verify on the node first)", [_node.name, _cfg.placement.egress_isolation.meta_key, _cfg.placement.egress_isolation.accepted_versions])
+	msg := sprintf("enroll %v for egress: node meta %v must declare an accepted isolation bundle version %v (run sandgate isolation render --verify on the node first)", [_node.name, object.get(_cfg, ["placement", "egress_isolation", "meta_key"], "unset"), object.get(_cfg, ["placement", "egress_isolation", "accepted_versions"], "unset")])
 }
 
 # --- B1 --------------------------------------------------------------------------------
@@ -170,15 +170,21 @@ _b1 contains sprintf("budget.%v %v must be an integer of at least 1", [k, _budge
 	not _positive_int(_budget[k])
 }
 
-_b1 contains sprintf("budget.%v is not a budget figure (want %v)", [k, _cfg.hosts.budget_figures]) if {
+_b1 contains sprintf("budget.%v is not a budget figure (want %v)", [k, object.get(_cfg, ["hosts", "budget_figures"], "unset")]) if {
 	some k in object.keys(_budget)
-	not k in _cfg.hosts.budget_figures
+	not _budget_figure(k)
 }
 
-_b1 contains sprintf("budget.max_sandboxes %v exceeds the ceiling %v", [_budget.max_sandboxes, _cfg.hosts.max_sandboxes_ceiling]) if {
+# A list of budget figures missing from policy data admits no figure.
+_budget_figure(k) if k in _cfg.hosts.budget_figures
+
+# A ceiling missing from policy data admits no budget.
+_b1 contains sprintf("budget.max_sandboxes %v exceeds the ceiling %v", [_budget.max_sandboxes, object.get(_cfg, ["hosts", "max_sandboxes_ceiling"], "unset")]) if {
 	_positive_int(_budget.max_sandboxes)
-	_budget.max_sandboxes > _cfg.hosts.max_sandboxes_ceiling
+	not _within_ceiling
 }
+
+_within_ceiling if _budget.max_sandboxes <= _cfg.hosts.max_sandboxes_ceiling
 
 _b1 contains sprintf("budget.%v %v exceeds the node's %v of %v", [k, _budget[k], attr, total]) if {
 	some k, attr in {"cpu_mhz": "cpu.totalcompute", "memory_mb": "memory.totalbytes"}

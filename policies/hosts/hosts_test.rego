@@ -173,3 +173,22 @@ test_r2_reclaim_on_any_other_change_denied if {
 	_ids(_with(_enroll, "/effects/reclaim", true)) == {"R2"}
 	_ids(_with(_unenroll, "/effects/reclaim", true)) == {"R2"}
 }
+
+# Policy data B1 reads: missing, it admits no budget figure and no budget.
+
+test_b1_ceiling_missing_from_data_denies if {
+	_ids(_enroll) == {"B1"} with data.sandgate.config.hosts.max_sandboxes_ceiling as null
+	hosts.decision.allow with input as _without(_enroll, "/request/budget") with data.sandgate.config.hosts.max_sandboxes_ceiling as null
+}
+
+test_b1_budget_figures_missing_from_data_deny if {
+	_ids(_enroll) == {"B1"} with data.sandgate.config.hosts.budget_figures as null
+}
+
+test_state_list_missing_from_data_denies if {
+	_ids(_state("frozen", 0, false)) == {"INPUT"} with data.sandgate.config.hosts.states as null
+}
+
+test_i5_isolation_data_missing_denies_egress if {
+	_ids(_with(_enroll, "/request/egress", true)) == {"I5"} with data.sandgate.config.placement.egress_isolation as null
+}

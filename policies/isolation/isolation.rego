@@ -215,3 +215,43 @@ _control_plane_ok if {
 violations contains {"rule": "INPUT", "msg": msg} if {
 	some msg in _input
 }
+
+# METADATA
+# title: The policy data the isolation rules read is present
+# description: >-
+#   Every list and table of data.sandgate.config.isolation the rules I1-I4 compare the
+#   plan with (the comment tag, modes, guards, the CIDRs to drop, the port protocols, the
+#   hook and built-in chains, the control-plane indicators and refuse modes), the egress
+#   network's network_mode and placement.control_plane's meta and node_names must be
+#   present with their type: a rule whose list is missing would judge nothing, and a
+#   plan it cannot judge is never printed.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": sprintf("policy data %v must be %v", [concat(".", path), type])} if {
+	some path, type in {
+		["isolation", "comment_tag"]: "a non-empty string",
+		["isolation", "modes"]: "a non-empty array",
+		["isolation", "guards"]: "a non-empty object",
+		["isolation", "required_drop_cidrs"]: "a non-empty array",
+		["isolation", "resolver_forbidden_cidrs"]: "a non-empty array",
+		["isolation", "port_protocols"]: "a non-empty object",
+		["isolation", "hook_chains"]: "a non-empty array",
+		["isolation", "builtin_chains"]: "a non-empty array",
+		["isolation", "control_plane_indicators"]: "a non-empty array",
+		["isolation", "refuse_modes"]: "a non-empty array",
+		["networks", "egress", "network_mode"]: "a non-empty string",
+		["placement", "control_plane", "meta"]: "an object",
+		["placement", "control_plane", "node_names"]: "an array",
+	}
+	not _data_typed(object.get(data.sandgate.config, path, null), type)
+}
+
+_data_typed(v, "an object") if is_object(v)
+
+_data_typed(v, "an array") if is_array(v)
+
+_data_typed(v, type) if {
+	type == concat(" ", ["a non-empty", type_name(v)])
+	count(v) > 0
+}

@@ -242,6 +242,18 @@ test_a_plan_without_overlays_is_allowed if {
 
 test_input_empty_denies_everything if ids({}) == {"INPUT"}
 
+# Policy data the rules read: missing, empty or mistyped refuses the plan, and says which.
+test_input_policy_data_missing_refuses if {
+	msgs({"plan": plan}) == {"policy data isolation.required_drop_cidrs must be a non-empty array"} with data.sandgate.config as json.remove(data.sandgate.config, ["isolation/required_drop_cidrs"])
+	msgs({"plan": plan}) == {"policy data isolation.modes must be a non-empty array"} with data.sandgate.config.isolation.modes as []
+	"policy data isolation.comment_tag must be a non-empty string" in msgs({"plan": plan}) with data.sandgate.config as json.remove(data.sandgate.config, ["isolation/comment_tag"])
+	"policy data placement.control_plane.meta must be an object" in msgs({"plan": plan}) with data.sandgate.config.placement.control_plane.meta as null
+}
+
+test_input_policy_data_empty_control_plane_lists_allowed if {
+	allowed({"plan": plan}) with data.sandgate.config.placement.control_plane.meta as {}
+}
+
 test_input_plan_not_an_object if ids({"plan": []}) == {"INPUT"}
 
 test_input_missing_chain if ids({"plan": json.remove(plan, ["chain"])}) == {"INPUT"}

@@ -17,10 +17,15 @@ package sandgate.lib.nodes
 #     be exactly false. Missing or mistyped counts as co-located: fail closed.
 #   - meta: node meta key -> values that mark a control plane (case-insensitive, trimmed).
 #   - node_names: node names (or unique.hostname attributes) that are control planes.
+#   meta and node_names must be present (an empty table or list is fine): without them
+#   the node cannot be judged and counts as a control plane.
 # Admission asks this of every create, so it is one function body: policy data is read
 # once, and each indicator is one comprehension.
-control_plane_reasons(node) := colocation | (meta | listed) if {
+control_plane_reasons(node) := (colocation | unjudged) | (meta | listed) if {
 	cp := object.get(data.sandgate.config, ["placement", "control_plane"], {})
+	unjudged := {"policy data placement.control_plane.meta must be an object and node_names a list: every node counts as a control-plane node" |
+		not _judgeable(cp)
+	}
 	colocation := {"node is (or may be) a control-plane node: control_plane must be false" |
 		not cp.server_colocation == false
 		not node.control_plane == false
@@ -35,6 +40,11 @@ control_plane_reasons(node) := colocation | (meta | listed) if {
 		some name in cp.node_names
 		_names_node(name, node)
 	}
+}
+
+_judgeable(cp) if {
+	is_object(cp.meta)
+	is_array(cp.node_names)
 }
 
 _names_node(name, node) if name == node.name

@@ -125,7 +125,7 @@ violations contains {"rule": "INPUT", "msg": msg} if {
 
 # --- H9 --------------------------------------------------------------------------------
 
-_h9 contains sprintf("purge: job %v does not carry the sandbox prefix %v", [input.job.id, _cfg.prefix]) if {
+_h9 contains sprintf("purge: job %v does not carry the sandbox prefix %v", [input.job.id, object.get(_cfg, "prefix", "unset")]) if {
 	is_string(input.job.id)
 	not _prefixed
 }

@@ -174,3 +174,7 @@ test_b4_a_failed_sandbox_holds_no_budget if {
 test_b4_a_starting_sandbox_can_be_ended if {
 	allowed(object.union(ending("start_timeout"), {"sandbox": object.union(record, {"state": "starting"})}))
 }
+
+test_h9_a_prefix_missing_from_data_purges_nothing if {
+	ids(object.union(orphan, {"job": {"id": "sandgate-sbx-k7x2m9p4q8r5t1v6", "present": true}})) == {"H9"} with data.sandgate.config as json.remove(data.sandgate.config, ["prefix"])
+}

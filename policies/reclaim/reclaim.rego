@@ -147,6 +147,13 @@ _r3 contains sprintf("node %v %v %v%% is at or above the reclaim threshold %v%%"
 	x >= limit
 }
 
+# A reclaim threshold missing from policy data, or not a number, reclaims: the policy
+# cannot tell that the node is not under pressure.
+_r3 contains sprintf("policy data thresholds.reclaim_%v is missing or not a number: node %v's sandboxes are reclaimed", [k, _node.name]) if {
+	some k in ["disk_percent", "memory_percent"]
+	not is_number(object.get(_cfg, ["thresholds", concat("", ["reclaim_", k])], null))
+}
+
 # METADATA
 # title: A node under disk or memory pressure has its sandboxes reclaimed
 # description: >-

@@ -148,3 +148,8 @@ test_h5_a_sandbox_on_a_draining_node_gives_r2_and_h5 if {
 	doc := _with(_with(_sandbox_base, "/node/drain", true), "/sandbox/task_dir_bytes", _quota_bytes + 1)
 	_ids(doc) == {"R2", "H5"}
 }
+
+test_r3_a_threshold_missing_from_data_reclaims if {
+	_ids(_base) == {"R3"} with data.sandgate.config.thresholds.reclaim_disk_percent as null
+	_ids(_base) == {"R3"} with data.sandgate.config.thresholds.reclaim_memory_percent as "96"
+}
