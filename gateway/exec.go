@@ -114,8 +114,14 @@ func (s *Server) sandboxLogs(c echo.Context) error {
 		return err
 	}
 	stream := q.Stream
-	if stream == "" {
+	switch stream {
+	case "":
 		stream = "stdout"
+	case "stdout", "stderr":
+	default:
+		// E3 refuses it; with E3 in warn or dryrun mode the policy lets it
+		// through, and Nomad knows no other stream.
+		return invalid("stream", "must be stdout or stderr, got %q", truncate(stream, 32))
 	}
 	tail := int64(st.Exec.MaxLogsTailBytes)
 	if q.TailBytes != nil {

@@ -336,15 +336,23 @@ func TestAWarnModeRuleAllowsAndSaysSo(t *testing.T) {
 	if len(ws) != 1 || ws[0].(map[string]any)["rule"] != "E1" || ws[0].(map[string]any)["mode"] != "warn" || m["exit_code"] == nil {
 		t.Fatalf("the exec answer: %s", r.body)
 	}
-	// dryrun: allowed, nothing said to the caller, logged.
-	r = h.do(http.MethodGet, "/v1/sandboxes/"+id+"/logs?stream=env", session, nil)
-	if r.header.Get("Warning") != "" || r.status == http.StatusForbidden {
+	// dryrun: allowed, nothing said to the caller, logged. E3 bounds
+	// tail_bytes to exec.max_logs_tail_bytes (65536); the dry run lets a
+	// longer tail through.
+	r = h.do(http.MethodGet, "/v1/sandboxes/"+id+"/logs?tail_bytes=70000", session, nil)
+	if r.status != http.StatusOK || r.header.Get("Warning") != "" || r.header.Get("X-Sandgate-Stream") != "stdout" {
 		t.Fatalf("a dry-run violation reached the caller: %d %v %s", r.status, r.header, r.body)
+	}
+	// The policy lets an unknown stream through too; the handler, which
+	// only adds refusals, does not pass it to Nomad.
+	r = h.do(http.MethodGet, "/v1/sandboxes/"+id+"/logs?stream=env", session, nil)
+	if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "stream") {
+		t.Fatalf("logs of an unknown stream under a dry-run E3: %d %s", r.status, r.body)
 	}
 	got := h.do(http.MethodGet, "/v1/decisions?rule=E3", h.operator, nil).json(t)
 	ds, _ := got["decisions"].([]any)
-	if len(ds) != 1 {
-		t.Fatalf("the dry-run decision in the log: %v", got)
+	if len(ds) != 2 {
+		t.Fatalf("the dry-run decisions in the log: %v", got)
 	}
 	d := ds[0].(map[string]any)
 	v := d["violations"].([]any)[0].(map[string]any)

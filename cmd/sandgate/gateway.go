@@ -115,6 +115,13 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var parts openedParts
 	defer parts.close()
+	// SIGHUP is taken from the first moment: Go's default for it is to
+	// exit, and an operator may signal while the bundle still compiles. A
+	// SIGHUP before the gateway listens reloads once it does.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	log.Info("sandgate gateway starting", "policy_dir", o.Policy.Dir, "policy_bundle_file", o.Policy.BundleFile)
 
 	// Every bundle, at start and at every reload, passes the escape audit.
 	escapeAudit, err := escape.Check(o.AcceptEscapes, func(revision string, f escape.Finding) {
@@ -211,7 +218,7 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	reloads := reloadPolicy(runCtx, engine, o.Policy, o.WatchPolicy, srv, log)
+	reloads := reloadPolicy(runCtx, hup, engine, o.Policy, o.WatchPolicy, srv, log)
 	loops := make(chan struct{})
 	go func() { srv.Run(runCtx); close(loops) }()
 	serveErr := make(chan error, 1)
@@ -235,18 +242,15 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 	return nil
 }
 
-// reloadPolicy reloads the bundle on SIGHUP and, with watchFiles, when
+// reloadPolicy reloads the bundle on SIGHUP (received on hup) and, with watchFiles, when
 // its directory or file changes, until ctx is done; the returned channel
 // closes when it has stopped. Every reload is logged with its time; a
 // refused bundle is logged with its reason while the old one serves on.
 // With the embedded bundle SIGHUP is only logged: it cannot change.
-func reloadPolicy(ctx context.Context, engine *policies.Engine, src policies.Config, watchFiles bool, srv *gateway.Server, log *slog.Logger) <-chan struct{} {
+func reloadPolicy(ctx context.Context, hup <-chan os.Signal, engine *policies.Engine, src policies.Config, watchFiles bool, srv *gateway.Server, log *slog.Logger) <-chan struct{} {
 	done := make(chan struct{})
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
 	trigger := make(chan struct{})
 	go func() {
-		defer signal.Stop(hup)
 		for {
 			select {
 			case <-ctx.Done():

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -186,14 +187,25 @@ func TestASignedBundleIsVerifiedAtStartAndAtEveryReload(t *testing.T) {
 	if !strings.Contains(out, "signed by key id sandgate") {
 		t.Fatalf("policy build: %s", out)
 	}
-	r.url = "http://" + r.proc.Start(t, exec.Command(r.bin, "serve", "--config", config), 60*time.Second, nil) //nolint:gosec // G204: the binary the test built
+	// A SIGHUP while the bundle still compiles neither kills the gateway
+	// (Go's default for SIGHUP) nor is lost: it reloads once it listens.
+	serve := exec.Command(r.bin, "serve", "--config", config) //nolint:gosec // G204: the binary the test built
+	var hupSent sync.Once
+	r.url = "http://" + r.proc.Start(t, serve, 60*time.Second, func(line string) {
+		if strings.Contains(line, `msg="sandgate gateway starting"`) {
+			hupSent.Do(func() { _ = serve.Process.Signal(syscall.SIGHUP) })
+		}
+	})
+	if line := r.waitLog("policy bundle reloaded", 1); !strings.Contains(line, "cause=signal") || !strings.Contains(line, "bundle_revision=signed-1") {
+		t.Fatalf("the SIGHUP sent at start: %s", line)
+	}
 	if p := r.policy(); p.Revision != "signed-1" || !p.Signed || p.Signer != "sandgate" {
 		t.Fatalf("GET /v1/policy at start: %+v", p)
 	}
 
 	// A rebuilt bundle is picked up on its own.
 	r.build(src, "signed-2", r.key)
-	line := r.waitLog("policy bundle reloaded", 1)
+	line := r.waitLog("policy bundle reloaded", 2)
 	if !strings.Contains(line, "bundle_revision=signed-2") || !strings.Contains(line, "cause=file") {
 		t.Fatalf("reload log line: %s", line)
 	}
@@ -242,12 +254,12 @@ func TestASignedBundleIsVerifiedAtStartAndAtEveryReload(t *testing.T) {
 	}
 	// The good one again, on SIGHUP.
 	r.build(src, "signed-4", r.key)
-	r.waitLog("policy bundle reloaded", 2)
+	r.waitLog("policy bundle reloaded", 3)
 	if p := r.policy(); p.Revision != "signed-4" {
 		t.Fatalf("after the last rebuild: %+v", p)
 	}
 	code, metrics := r.get("/metrics")
-	for _, want := range []string{`sandgate_policy_reloads_total{cause="file",result="applied"} 2`, `sandgate_policy_reloads_total{cause="signal",result="refused"} 1`} {
+	for _, want := range []string{`sandgate_policy_reloads_total{cause="file",result="applied"} 2`, `sandgate_policy_reloads_total{cause="signal",result="refused"} 1`, `sandgate_policy_reloads_total{cause="signal",result="applied"} 1`} {
 		if code != http.StatusOK || !strings.Contains(string(metrics), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
