@@ -258,11 +258,7 @@ func TestACandidateIsReplayedAgainstTheGatewaysLog(t *testing.T) {
 	if r := h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"sleep", "1"}, "timeout_seconds": 600}); r.status != http.StatusForbidden {
 		t.Fatalf("an exec past the bound: %d %s", r.status, r.body)
 	}
-	var eps []string
-	for _, ep := range policies.Entrypoints {
-		eps = append(eps, string(ep))
-	}
-	dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), eps)
+	dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), policies.EntrypointNames())
 	found := false
 	policytest.EditFile(t, dir, "data.json", func(b []byte) []byte {
 		found = strings.Contains(string(b), `"max_timeout_seconds": 120`)
@@ -311,11 +307,7 @@ func TestACandidateIsReplayedAgainstTheGatewaysLog(t *testing.T) {
 // rule's mode shows in GET /v1/policy.
 func TestAWarnModeRuleAllowsAndSaysSo(t *testing.T) {
 	t.Parallel()
-	var eps []string
-	for _, ep := range policies.Entrypoints {
-		eps = append(eps, string(ep))
-	}
-	dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), eps)
+	dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), policies.EntrypointNames())
 	found := false
 	policytest.EditFile(t, dir, "data.json", func(b []byte) []byte {
 		found = strings.Contains(string(b), `"enforcement": {}`)

@@ -39,6 +39,15 @@ const (
 // Entrypoints lists every entrypoint the engine prepares.
 var Entrypoints = []Entrypoint{Authz, Admission, Lifecycle, Hosts, Reclaim, Isolation}
 
+// EntrypointNames returns the names of Entrypoints, in their order.
+func EntrypointNames() []string {
+	names := make([]string, len(Entrypoints))
+	for i, ep := range Entrypoints {
+		names[i] = string(ep)
+	}
+	return names
+}
+
 // Query returns the Rego query of the entrypoint.
 func (ep Entrypoint) Query() string { return "data.sandgate." + string(ep) + ".decision" }
 

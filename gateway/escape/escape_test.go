@@ -100,19 +100,11 @@ func TestTheCorpusIDsAreUnique(t *testing.T) {
 func loosenedBundle(t *testing.T) string {
 	t.Helper()
 	edited := false
-	dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), entrypoints())
+	dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), policies.EntrypointNames())
 	return policytest.EditFile(t, dir, "data.json", func(data []byte) []byte {
 		edited = strings.Contains(string(data), `"enforcement": {}`)
 		return []byte(strings.Replace(string(data), `"enforcement": {}`, `"enforcement": {"H1": "warn"}`, 1))
 	}, &edited)
-}
-
-func entrypoints() []string {
-	var eps []string
-	for _, ep := range policies.Entrypoints {
-		eps = append(eps, string(ep))
-	}
-	return eps
 }
 
 func TestTheAuditFindsABundleThatAdmitsPrivileged(t *testing.T) {

@@ -13,14 +13,6 @@ import (
 	"sandgate/policies/policytest"
 )
 
-func entrypoints() []string {
-	var eps []string
-	for _, ep := range policies.Entrypoints {
-		eps = append(eps, string(ep))
-	}
-	return eps
-}
-
 // start runs a watcher over dir (or file) and returns the trigger and the
 // results it reports.
 func start(t *testing.T, e *policies.Engine, src policies.Config, watch bool) (chan<- struct{}, <-chan Result) {
@@ -57,7 +49,7 @@ func next(t *testing.T, results <-chan Result) Result {
 
 func TestAChangedDirectoryIsReloadedAndABadOneRefused(t *testing.T) {
 	t.Parallel()
-	dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), entrypoints())
+	dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), policies.EntrypointNames())
 	policytest.SetRevision(t, dir, "watch-1")
 	src := policies.Config{Dir: dir}
 	e, err := policies.New(context.Background(), src)
@@ -100,7 +92,7 @@ func TestAChangedDirectoryIsReloadedAndABadOneRefused(t *testing.T) {
 
 func TestASignalReloadsAndAPrefixChangeIsRefused(t *testing.T) {
 	t.Parallel()
-	dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), entrypoints())
+	dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), policies.EntrypointNames())
 	src := policies.Config{Dir: dir}
 	e, err := policies.New(context.Background(), src)
 	if err != nil {
@@ -131,7 +123,7 @@ func TestASignalReloadsAndAPrefixChangeIsRefused(t *testing.T) {
 
 func TestARebuiltBundleFileIsReloaded(t *testing.T) {
 	t.Parallel()
-	dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), entrypoints())
+	dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), policies.EntrypointNames())
 	file := filepath.Join(t.TempDir(), "bundle.tar.gz")
 	build := func(rev string) {
 		t.Helper()

@@ -29,11 +29,7 @@ func policyView(t *testing.T, b *tab, g *gateway, bin string) {
 	}
 	// The candidate's own tests are one small test per entrypoint: the
 	// shipped ones hold the bound the candidate lifts.
-	var eps []string
-	for _, ep := range policies.Entrypoints {
-		eps = append(eps, string(ep))
-	}
-	dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), eps)
+	dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), policies.EntrypointNames())
 	lifted := false
 	policytest.EditFile(t, dir, "data.json", func(data []byte) []byte {
 		lifted = strings.Contains(string(data), `"max_timeout_seconds": 120`)

@@ -40,14 +40,6 @@ type rig struct {
 	operator string
 }
 
-func entrypoints() []string {
-	var eps []string
-	for _, ep := range policies.Entrypoints {
-		eps = append(eps, string(ep))
-	}
-	return eps
-}
-
 func writeKeys(t *testing.T, dir, name string) (private, public string) {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -150,7 +142,7 @@ func TestASignedBundleIsVerifiedAtStartAndAtEveryReload(t *testing.T) {
 	var pub string
 	r.key, pub = writeKeys(t, r.dir, "reviewers")
 	otherKey, _ := writeKeys(t, r.dir, "intruder")
-	src := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), entrypoints())
+	src := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), policies.EntrypointNames())
 
 	cfg, _ := json.Marshal(map[string]any{
 		"listen": "127.0.0.1:0", "data_dir": r.dir,
