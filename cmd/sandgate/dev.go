@@ -61,7 +61,8 @@ control-plane node, and says so loudly: nothing is executed.`,
 			}
 			o := gatewayOptions{Listen: listen, DataDir: dataDir, Policy: policies.Config{Dir: policyDir}, WatchPolicy: policyDir != "", Nomad: nomad.DefaultConfig(),
 				// dev keeps the masked inputs, so `sandgate policy replay` has something to replay.
-				DecisionInputs: true}
+				DecisionInputs: true,
+				ListenHint:     "is another gateway running? Choose another address with --listen, e.g. --listen 127.0.0.1:8081 (with make: make run RUN_ARGS='--listen 127.0.0.1:8081')"}
 			if ncfg, ok := nomadFromEnv(); ok {
 				o.Nomad = ncfg
 				for _, spec := range enroll {

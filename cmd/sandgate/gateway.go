@@ -61,6 +61,17 @@ type gatewayOptions struct {
 	Nodes []store.Node
 	// Ready, when set, is called once the listener is open.
 	Ready func(addr string, issuer *token.Issuer, st store.Store, s policies.Settings) error
+	// ListenHint says how to choose another address when Listen cannot
+	// be bound (the flag or the config field of the command).
+	ListenHint string
+}
+
+// listenHint is what to do when the listen address cannot be bound.
+func (o gatewayOptions) listenHint() string {
+	if o.ListenHint != "" {
+		return o.ListenHint
+	}
+	return "choose another address"
 }
 
 // openedParts are the parts a gateway is built from, for closing.
@@ -122,6 +133,13 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	log.Info("sandgate gateway starting", "policy_dir", o.Policy.Dir, "policy_bundle_file", o.Policy.BundleFile)
+	// Bind before anything is written: a taken port must not leave a data
+	// dir, a key and a store behind.
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w; %s", o.Listen, err, o.listenHint())
+	}
+	defer func() { _ = ln.Close() }() // Serve closes it too; a second Close is harmless
 
 	// Every bundle, at start and at every reload, passes the escape audit.
 	escapeAudit, err := escape.Check(o.AcceptEscapes, func(revision string, f escape.Finding) {
@@ -192,10 +210,6 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 		}
 	}
 
-	ln, err := net.Listen("tcp", o.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", o.Listen, err)
-	}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		MaxHeaderBytes: gateway.ServerHeaderLimit(gateway.DefaultMaxHeaderBytes)}
 	if o.TLSCert != "" {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -289,5 +290,23 @@ func TestPolicyEvalRequestDryRunsOnTheGateway(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, req, "policy", "eval", "--request", "-", "--entrypoint", "authz", "--addr", gw.URL, "--token", op); code != exitError || !strings.Contains(stderr, "takes no --entrypoint") {
 		t.Fatalf("--request with --entrypoint: exit %d %s", code, stderr)
+	}
+}
+
+// A taken port fails `sandgate dev` before it writes anything, and the
+// message says how to choose another address.
+func TestDevOnATakenPortWritesNothingAndNamesListen(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	data := filepath.Join(t.TempDir(), "data")
+	code, _, stderr := runCLI(t, "", "dev", "--listen", ln.Addr().String(), "--data", data)
+	if code == 0 || !strings.Contains(stderr, "address already in use") || !strings.Contains(stderr, "--listen") || !strings.Contains(stderr, "RUN_ARGS") {
+		t.Fatalf("dev on a taken port: exit %d\n%s", code, stderr)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("dev on a taken port left %s behind (stat: %v)", data, err)
 	}
 }

@@ -184,7 +184,7 @@ func loadServeConfig(path string) (gatewayOptions, error) {
 	}
 	watch := c.Policy.Watch == nil || *c.Policy.Watch
 	o = gatewayOptions{
-		Listen: c.Listen, TLSCert: c.TLS.CertFile, TLSKey: c.TLS.KeyFile, DataDir: c.DataDir,
+		Listen: c.Listen, ListenHint: "is another gateway running? Set another address in the config file's listen field", TLSCert: c.TLS.CertFile, TLSKey: c.TLS.KeyFile, DataDir: c.DataDir,
 		SigningKeyFile: c.SigningKeyFile, Issuer: c.TokenIssuer, Audience: c.TokenAudience,
 		Policy: policy, WatchPolicy: watch, AcceptEscapes: c.Policy.AcceptEscapes, Nomad: nc,
 		ReaperInterval: time.Duration(c.ReaperInterval), ReconcileInterval: time.Duration(c.ReconcileInterval),
