@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"runtime/debug"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"sandgate/policies"
 )
 
 // gatewayCapabilities are advertised besides the policy's list: they are
@@ -30,7 +33,19 @@ func (s *Server) capabilities(c echo.Context) error {
 		"version":         s.cfg.Version,
 		"bundle_revision": s.cfg.Engine.Revision(),
 		"simulated":       s.cfg.Simulated,
+		"choices":         createChoices(s.cfg.Engine.Settings()),
 	})
+}
+
+// createChoices are the values a create may name, from the serving
+// bundle's data, so that a client can check its caller's choice before it
+// asks (the policy still decides: H8, H10, H11, I5).
+func createChoices(st policies.Settings) map[string][]string {
+	return map[string][]string{
+		"profiles": slices.Sorted(maps.Keys(st.Profiles)),
+		"networks": slices.Sorted(maps.Keys(st.Networks)),
+		"images":   slices.Clone(st.Images.Allowed),
+	}
 }
 
 func (s *Server) healthz(c echo.Context) error {

@@ -181,6 +181,8 @@ func TestCommandLineMistakesAreRefusedBeforeAnyRequest(t *testing.T) {
 		{"an address without a scheme", []string{"sandbox", "list", "--addr", "127.0.0.1:8080"}, "is not a URL like http://"},
 		{"an address of another scheme", []string{"sandbox", "list", "--addr", "ftp://gw"}, "must start with http:// or https://"},
 		{"a stdin file that does not exist", []string{"sandbox", "exec", "--stdin-file", "/nonexistent/in", "x", "--", "cat"}, "--stdin-file"},
+		{"a misspelt flag", []string{"sandbox", "create", "--profle", "strict"}, "unknown flag: --profle (did you mean --profile?)"},
+		{"a flag like no other", []string{"sandbox", "create", "--zzzzzz"}, "(see: sandgate sandbox create --help)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

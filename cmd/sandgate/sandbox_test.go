@@ -197,3 +197,29 @@ func TestTheEnvironmentGivesTheAddressAndTheToken(t *testing.T) {
 		t.Fatalf("no token: exit %d %s", code, stderr)
 	}
 }
+
+// A profile, network or image the gateway's bundle does not offer is
+// refused before the create, with the ones it offers (GET
+// /v1/capabilities); a valid one goes through.
+func TestSandboxCreateChecksChoicesAgainstTheGateway(t *testing.T) {
+	t.Parallel()
+	g := startLiveGateway(t)
+	for _, tc := range []struct{ flag, value, want string }{
+		{"--profile", "strct", `--profile "strct" is not one of strict, workspace`},
+		{"--network", "internet", `--network "internet" is not one of egress, none`},
+		{"--image", "evil:latest", `--image "evil:latest" is not one of ubuntu:24.04, debian:12-slim, alpine:3.20`},
+	} {
+		code, out, stderr := g.cli(t, g.operator, "sandbox", "create", tc.flag, tc.value)
+		if code != exitError || out != "" || !strings.Contains(stderr, tc.want) {
+			t.Fatalf("create %s %s: exit %d stdout %q stderr %q", tc.flag, tc.value, code, out, stderr)
+		}
+	}
+	code, out, stderr := g.cli(t, g.operator, "sandbox", "list", "-o", "json")
+	if list := decodeJSON[struct{ Sandboxes []client.Sandbox }](t, mustOK(t, code, out, stderr)); len(list.Sandboxes) != 0 {
+		t.Fatalf("a refused choice created a sandbox: %s", out)
+	}
+	code, out, stderr = g.cli(t, g.operator, "sandbox", "create", "--profile", "workspace", "--image", "alpine:3.20", "-o", "json")
+	if s := decodeJSON[client.Sandbox](t, mustOK(t, code, out, stderr)); s.Profile != "workspace" || s.Image != "alpine:3.20" {
+		t.Fatalf("created %+v", s)
+	}
+}

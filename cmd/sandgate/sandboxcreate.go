@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -53,6 +55,9 @@ or one that failed, exits 1.`,
 			}
 			c, err := a.client()
 			if err != nil {
+				return err
+			}
+			if err := checkChoices(cmd, c, map[string]string{"profiles": profile, "networks": network, "images": image}); err != nil {
 				return err
 			}
 			ws := seconds(min(wait, maxServerWait))
@@ -151,6 +156,36 @@ func reportCreated(cmd *cobra.Command, a *apiFlags, s client.Sandbox, wait time.
 		return fmt.Errorf("sandbox %s failed: %s", s.ID, orDash(s.LastError))
 	case s.State == client.StateStarting && wait > 0:
 		return fmt.Errorf("sandbox %s is still starting after %s (the gateway keeps watching it; see: sandgate sandbox get %s)", s.ID, wait, s.ID)
+	}
+	return nil
+}
+
+// checkChoices refuses a --profile, --network or --image the gateway's
+// bundle does not offer (GET /v1/capabilities), listing the ones it does,
+// before anything is created. A gateway that does not say (or cannot be
+// asked) is left to decide: the policy refuses what it does not allow.
+func checkChoices(cmd *cobra.Command, c *client.Client, given map[string]string) error {
+	asked := false
+	for _, v := range given {
+		asked = asked || v != ""
+	}
+	if !asked {
+		return nil
+	}
+	ctx, stop := interruptible(cmd)
+	defer stop()
+	caps, err := c.Capabilities(ctx)
+	if err != nil || caps.Choices == nil {
+		return nil //nolint:nilerr // the create itself reports an unreachable gateway
+	}
+	for _, kind := range []string{"profiles", "networks", "images"} {
+		v := given[kind]
+		valid, ok := caps.Choices[kind]
+		if v == "" || !ok || slices.Contains(valid, v) {
+			continue
+		}
+		flag := "--" + strings.TrimSuffix(kind, "s")
+		return fmt.Errorf("%s %q is not one of %s (the gateway's policy bundle %s)", flag, v, strings.Join(valid, ", "), caps.BundleRevision)
 	}
 	return nil
 }

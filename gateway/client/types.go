@@ -12,6 +12,10 @@ type Capabilities struct {
 	Version        string   `json:"version"`
 	BundleRevision string   `json:"bundle_revision"`
 	Simulated      bool     `json:"simulated"`
+	// Choices are the values a create may name in the serving bundle:
+	// "profiles", "networks" and "images"; empty from a gateway that
+	// predates them.
+	Choices map[string][]string `json:"choices,omitempty"`
 }
 
 // Has reports whether the gateway advertises the capability name.
