@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"sandgate/docs"
 	"sandgate/policies"
 )
 
@@ -46,6 +47,13 @@ func createChoices(st policies.Settings) map[string][]string {
 		"networks": slices.Sorted(maps.Keys(st.Networks)),
 		"images":   slices.Clone(st.Images.Allowed),
 	}
+}
+
+// llmsTxt serves the guide for agents (docs/llms.txt): how to
+// authenticate, the lifecycle, exec, the errors, with lines to try.
+func llmsTxt(c echo.Context) error {
+	c.Response().Header().Set("Cache-Control", "no-cache")
+	return c.Blob(http.StatusOK, "text/plain; charset=utf-8", docs.LLMsTxt)
 }
 
 func (s *Server) healthz(c echo.Context) error {

@@ -2,8 +2,10 @@ package gateway_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -13,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"sandgate/docs"
 	"sandgate/gateway/token"
 	"sandgate/store"
 )
@@ -182,7 +185,7 @@ func TestMetricsLabelsTakeOnlyKnownValues(t *testing.T) {
 func TestEveryAnswerSaysNosniff(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
-	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/v1/capabilities", "/v1/sandboxes", "/nowhere", "/"} {
+	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/v1/capabilities", "/llms.txt", "/v1/sandboxes", "/nowhere", "/"} {
 		r := h.doHeaders(http.MethodGet, path, "", nil)
 		if got := r.header.Get("X-Content-Type-Options"); got != "nosniff" {
 			t.Errorf("%s (%d): X-Content-Type-Options %q", path, r.status, got)
@@ -266,5 +269,24 @@ func TestAFailedSandboxIsNotLiveForThePolicy(t *testing.T) {
 		http.StatusGone, "sandbox_ended", "T3")
 	if r := h.do(http.MethodGet, "/v1/sandboxes/"+id, h.operator, nil); r.status != http.StatusOK {
 		t.Fatalf("status of a failed sandbox: %d %s", r.status, r.body)
+	}
+}
+
+// GET /llms.txt serves docs/llms.txt itself, without a token, and the
+// capabilities it names (choices) are what the gateway answers.
+func TestTheGatewayServesLLMsTxt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	r := h.doHeaders(http.MethodGet, "/llms.txt", "", nil)
+	if r.status != http.StatusOK || r.header.Get("Content-Type") != "text/plain; charset=utf-8" || !bytes.Equal(r.body, docs.LLMsTxt) {
+		t.Fatalf("GET /llms.txt: %d %q %.80q", r.status, r.header.Get("Content-Type"), r.body)
+	}
+	if !bytes.HasPrefix(r.body, []byte("# sandgate\n")) || !bytes.Contains(r.body, []byte("## Try it")) {
+		t.Fatalf("/llms.txt is not the agents' guide: %.200s", r.body)
+	}
+	caps := h.do(http.MethodGet, "/v1/capabilities", "", nil).json(t)
+	choices, _ := caps["choices"].(map[string]any)
+	if fmt.Sprint(choices["profiles"]) != "[strict workspace]" || fmt.Sprint(choices["networks"]) != "[egress none]" || len(choices["images"].([]any)) == 0 {
+		t.Fatalf("capabilities choices: %v", caps)
 	}
 }

@@ -235,6 +235,7 @@ func (s *Server) routes() []route {
 		{method: http.MethodGet, path: "/readyz", handler: s.readyz, public: true},
 		{method: http.MethodGet, path: "/metrics", handler: echo.WrapHandler(s.metrics.handler()), public: true},
 		{method: http.MethodGet, path: "/v1/capabilities", handler: s.capabilities, public: true},
+		{method: http.MethodGet, path: "/llms.txt", handler: llmsTxt, public: true},
 		{method: http.MethodGet, path: "/", handler: echo.WrapHandler(dashboard.Handler()), public: true},
 		{method: http.MethodGet, path: "/ui/*", handler: echo.WrapHandler(dashboard.Handler()), public: true},
 

@@ -1,0 +1,109 @@
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+
+	"sandgate/test/testbin"
+)
+
+// tryItFragment is what a comment of a "Try it" line promises its output
+// holds: a leading status (`# 403, ...` or `# 204`), and any
+// `"exit_code":N` or `"rule_ids":[...]` it quotes.
+var (
+	tryItStatus   = regexp.MustCompile(`^(\d{3})\b`)
+	tryItFragment = regexp.MustCompile(`"(?:exit_code|rule_ids)":(?:\d+|\[[^\]]*\])`)
+)
+
+// The "Try it" lines of GET /llms.txt run as an agent pastes them (bash,
+// curl, jq), against the gateway that serves them, and each prints what
+// its comment says: the guide cannot drift from the gateway.
+func TestTheLLMsTxtLinesRunAsWritten(t *testing.T) {
+	for _, tool := range []string{"bash", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed (.ci/system-deps installs it): the llms.txt lines need it", tool)
+		}
+	}
+	bin, data := testbin.Build(t), t.TempDir()
+	agent := mintAgent(t, bin, data, "agent-llms")
+	g := startGateway(t, bin, data)
+
+	resp, err := http.Get(g.url + "/llms.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	guide, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	lines := tryItLines(t, string(guide))
+
+	// The first two lines say where the gateway is and which token to use.
+	if !strings.HasPrefix(lines[0], "G=") || !strings.HasPrefix(lines[1], "T=") {
+		t.Fatalf("the Try it block must start with G= and T=:\n%s", strings.Join(lines, "\n"))
+	}
+	var script strings.Builder
+	script.WriteString("set -u\n")
+	fmt.Fprintf(&script, "G=%s\nT=%s\n", g.url, agent)
+	for i, line := range lines[2:] {
+		fmt.Fprintf(&script, "echo '@@ %d'\n%s\n", i, line)
+	}
+	cmd := exec.Command("bash", "-c", script.String())
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the Try it lines failed: %v\n%s\n%s", err, out.String(), stderr.String())
+	}
+	outputs := strings.Split(out.String(), "@@ ")[1:]
+	if len(outputs) != len(lines)-2 {
+		t.Fatalf("%d outputs for %d lines:\n%s", len(outputs), len(lines)-2, out.String())
+	}
+	checked := 0
+	for i, line := range lines[2:] {
+		got := outputs[i]
+		_, comment, _ := strings.Cut(line, "    # ")
+		comment = strings.TrimSpace(comment)
+		if m := tryItStatus.FindStringSubmatch(comment); m != nil {
+			checked++
+			if !strings.Contains(got, `"status":`+m[1]) && strings.TrimSpace(strings.SplitN(got, "\n", 2)[1]) != m[1] {
+				t.Errorf("line %q: want status %s, got %s", line, m[1], got)
+			}
+		}
+		for _, frag := range tryItFragment.FindAllString(comment, -1) {
+			checked++
+			if !strings.Contains(got, frag) {
+				t.Errorf("line %q: want %s in the output, got %s", line, frag, got)
+			}
+		}
+	}
+	if checked < 6 {
+		t.Fatalf("only %d promises checked: the Try it comments lost their statuses or fragments", checked)
+	}
+	t.Logf("llms.txt Try it transcript:\n%s", out.String())
+}
+
+// tryItLines returns the lines of the first ```sh block after "## Try it".
+func tryItLines(t *testing.T, guide string) []string {
+	t.Helper()
+	_, rest, ok := strings.Cut(guide, "\n## Try it\n")
+	if !ok {
+		t.Fatal("/llms.txt has no \"## Try it\" section")
+	}
+	_, rest, ok = strings.Cut(rest, "```sh\n")
+	if !ok {
+		t.Fatal("the Try it section has no ```sh block")
+	}
+	block, _, ok := strings.Cut(rest, "\n```")
+	if !ok {
+		t.Fatal("the Try it block is not closed")
+	}
+	lines := strings.Split(block, "\n")
+	if len(lines) < 8 {
+		t.Fatalf("the Try it block has %d lines", len(lines))
+	}
+	return lines
+}
