@@ -140,7 +140,7 @@ func configPathsRead(c *ast.Compiler, ep Entrypoint) [][]string {
 			}
 			ops := rule.Body[0].Operands()
 			if v, ok := ops[1].Value.(ast.Ref); ok && ops[0].Equal(rule.Head.Value) && v.HasPrefix(config) {
-				aliases[rule.Path().String()] = v
+				aliases[rule.Ref().String()] = v
 			}
 		}
 	}
