@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -143,13 +144,22 @@ func FuzzAuthorizeExec(f *testing.F) {
 		if len(b.Env) > ex.MaxEnv {
 			t.Fatalf("%d env entries let through (E2)", len(b.Env))
 		}
+		names := regexp.MustCompile(ex.EnvNamePattern)
 		for k, v := range b.Env {
-			if !envName.MatchString(k) || strings.ContainsRune(v, 0) {
-				t.Fatalf("env %q=%q let through", k, v)
+			if !names.MatchString(k) || strings.ContainsRune(v, 0) {
+				t.Fatalf("env %q=%q let through (E1)", k, v)
+			}
+			for _, p := range ex.ReservedEnvPrefixes {
+				if strings.HasPrefix(k, p) {
+					t.Fatalf("reserved env name %q let through (E1)", k)
+				}
 			}
 		}
-		if w := b.Workdir; w != nil && (!strings.HasPrefix(*w, "/") || len(*w) > maxWorkdir || strings.ContainsRune(*w, 0)) {
+		if w := b.Workdir; w != nil && (!strings.HasPrefix(*w, "/") || len(*w) > ex.MaxVectorBytes || strings.ContainsRune(*w, 0)) {
 			t.Fatalf("workdir %q let through", *w)
+		}
+		if n := b.MaxOutputBytes; n != nil && (*n < 1 || *n > int64(ex.MaxOutputBytes)) {
+			t.Fatalf("max_output_bytes %d let through (E2)", *n)
 		}
 	})
 }

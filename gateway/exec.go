@@ -54,11 +54,11 @@ func (s *Server) execSandbox(c echo.Context) error {
 	argv := execwrap.Command{
 		Argv: body.Argv, Env: body.Env, Workdir: deref(body.Workdir, ""), Timeout: timeout, KillAfter: killAfter,
 	}.Args()
-	var stdin []byte
-	if body.Stdin != nil {
-		stdin = []byte(*body.Stdin)
-	}
+	stdin, _ := body.stdinBytes() // check refused one that does not decode
 	limit := int64(st.Exec.MaxOutputBytes)
+	if body.MaxOutputBytes != nil { // E2 holds it in [1, exec.max_output_bytes]
+		limit = *body.MaxOutputBytes
+	}
 	stdout, stderr := newCappedBuffer(limit), newCappedBuffer(limit)
 	// The wrapper stops the command at the timeout and is gone within
 	// killAfter; the stream is given up only after a grace period beyond.

@@ -1,12 +1,15 @@
 package gateway_test
 
 import (
+	"encoding/base64"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"sandgate/nomad/nomadsim"
+	"sandgate/policies"
+	"sandgate/policies/policytest"
 )
 
 func TestExecReportsExitsTimeoutsAndTruncationAsData(t *testing.T) {
@@ -30,6 +33,24 @@ func TestExecReportsExitsTimeoutsAndTruncationAsData(t *testing.T) {
 	t.Run("stdin reaches the command and is closed", func(t *testing.T) {
 		m := exec(map[string]any{"argv": []string{"cat"}, "stdin": "abc\n"})
 		if m["stdout"] != "abc\n" || m["exit_code"] != float64(0) {
+			t.Fatalf("%v", m)
+		}
+	})
+	t.Run("stdin_base64 reaches the command as bytes", func(t *testing.T) {
+		m := exec(map[string]any{"argv": []string{"cat"}, "stdin_base64": base64.StdEncoding.EncodeToString([]byte("bin\x01ary\n"))})
+		if m["stdout"] != "bin\x01ary\n" || m["exit_code"] != float64(0) {
+			t.Fatalf("%v", m)
+		}
+	})
+	t.Run("max_output_bytes caps each stream below the bundle's cap", func(t *testing.T) {
+		m := exec(map[string]any{"argv": []string{"echo", "hello"}, "max_output_bytes": 3})
+		if m["stdout"] != "hel" || m["stdout_truncated"] != true || m["stdout_bytes"] != float64(6) {
+			t.Fatalf("%v", m)
+		}
+	})
+	t.Run("an env entry reaches the command", func(t *testing.T) {
+		m := exec(map[string]any{"argv": []string{"printenv", "GREETING"}, "env": map[string]string{"GREETING": "hi"}})
+		if m["stdout"] != "hi\n" {
 			t.Fatalf("%v", m)
 		}
 	})
@@ -92,12 +113,38 @@ func TestExecRefusals(t *testing.T) {
 	expectProblem(t, h.do(http.MethodPost, path, session, `{"argv":["true"]`), http.StatusBadRequest, "invalid_request")
 	expectProblem(t, h.do(http.MethodPost, path, session, ``), http.StatusBadRequest, "invalid_request")
 	expectProblem(t, h.do(http.MethodPost, path, session, `{"argv":["true"]} {}`), http.StatusBadRequest, "invalid_request")
-	expectProblem(t, h.do(http.MethodPost, path, session, `{"argv":["true"],"env":{"BAD NAME":"x"}}`), http.StatusBadRequest, "invalid_request")
+	expectProblem(t, h.do(http.MethodPost, path, session, `{"argv":["true"],"env":{"BAD NAME":"x"}}`), http.StatusForbidden, "policy_denied", "E1")
+	expectProblem(t, h.do(http.MethodPost, path, session, `{"argv":["true"],"env":{"NOMAD_TOKEN":"x"}}`), http.StatusForbidden, "policy_denied", "E1")
+	expectProblem(t, h.do(http.MethodPost, path, session, `{"argv":["cat"],"stdin":"a","stdin_base64":"YQ=="}`), http.StatusBadRequest, "invalid_request")
 	big := `{"argv":["true"],"stdin":"` + strings.Repeat("a", 2<<20) + `"}`
 	expectProblem(t, h.do(http.MethodPost, path, session, big), http.StatusRequestEntityTooLarge, "payload_too_large")
 	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes/"+id+"/logs?tail_bytes=lots", session, nil), http.StatusBadRequest, "invalid_request")
 	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes/"+id+"/logs?stream=/etc/passwd", session, nil), http.StatusForbidden, "policy_denied", "E3")
 	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes/abcdefgh12345678", h.operator, nil), http.StatusNotFound, "sandbox_not_found")
+}
+
+// What the exec wrapper cannot carry (an env name with '=' or a NUL) is
+// refused by the gateway even under a bundle whose env_name_pattern lets
+// every name through: Go only adds refusals.
+func TestExecRefusesAnEnvNameTheWrapperCannotCarryWhateverThePolicy(t *testing.T) {
+	t.Parallel()
+	dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), policies.EntrypointNames())
+	found := false
+	policytest.EditFile(t, dir, "data.json", func(b []byte) []byte {
+		old := `"env_name_pattern": "^[A-Za-z_][A-Za-z0-9_]{0,127}$"`
+		found = strings.Contains(string(b), old)
+		return []byte(strings.Replace(string(b), old, `"env_name_pattern": ".*"`, 1))
+	}, &found)
+	h := newHarness(t, harnessOptions{policyDir: dir})
+	id, session := h.create(h.operator, nil)
+	path := "/v1/sandboxes/" + id + "/exec"
+	m := expectProblem(t, h.do(http.MethodPost, path, session, `{"argv":["env"],"env":{"A=B":"x"}}`), http.StatusBadRequest, "invalid_request")
+	if m["field"] != "env" {
+		t.Fatalf("the 400 does not name env: %v", m)
+	}
+	if r := h.do(http.MethodPost, path, session, `{"argv":["printenv","BAD-NAME"],"env":{"BAD-NAME":"x"}}`); r.status != http.StatusOK {
+		t.Fatalf("a name the loosened bundle allows: %d %s", r.status, r.body)
+	}
 }
 
 func TestExecOnASandboxThatIsNotRunningIs409(t *testing.T) {

@@ -57,8 +57,12 @@ type RequestBody struct {
 	EnvCount       *int64   `json:"env_count,omitempty"`   // number of env entries, computed by the gateway
 	// EnvBytes is the size of the env entries as the wrapper receives them
 	// (len(NAME)+1+len(value) each), computed by the gateway.
-	EnvBytes *int64  `json:"env_bytes,omitempty"`
-	Workdir  *string `json:"workdir,omitempty"`
+	EnvBytes *int64 `json:"env_bytes,omitempty"`
+	// EnvNames are the env entries' names, sorted (E1 judges each).
+	EnvNames []string `json:"env_names,omitzero"`
+	Workdir  *string  `json:"workdir,omitempty"`
+	// MaxOutputBytes is the cap the caller asks for each output stream (E2).
+	MaxOutputBytes *int64 `json:"max_output_bytes,omitempty"`
 	// token mint (ttl_seconds above)
 	Role  *string    `json:"role,omitempty"`
 	Label *string    `json:"label,omitempty"`
@@ -148,6 +152,8 @@ func (b *RequestBody) value() ast.Object {
 	putIntPtr(o, "stdin_bytes", b.StdinBytes)
 	putIntPtr(o, "env_count", b.EnvCount)
 	putIntPtr(o, "env_bytes", b.EnvBytes)
+	putStrings(o, "env_names", b.EnvNames)
+	putIntPtr(o, "max_output_bytes", b.MaxOutputBytes)
 	putStringPtr(o, "workdir", b.Workdir)
 	putStringPtr(o, "role", b.Role)
 	putStringPtr(o, "label", b.Label)

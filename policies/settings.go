@@ -134,6 +134,10 @@ type ExecSettings struct {
 	MaxStdinBytes         int `json:"max_stdin_bytes"`
 	MaxEnv                int `json:"max_env"`
 	MaxLogsTailBytes      int `json:"max_logs_tail_bytes"`
+	// EnvNamePattern and ReservedEnvPrefixes are what E1 holds env names
+	// to; Go reads them only to test that it does.
+	EnvNamePattern      string   `json:"env_name_pattern"`
+	ReservedEnvPrefixes []string `json:"reserved_env_prefixes"`
 }
 
 // ChoiceSettings is an allowlist with its default.

@@ -223,3 +223,18 @@ func TestSandboxCreateChecksChoicesAgainstTheGateway(t *testing.T) {
 		t.Fatalf("created %+v", s)
 	}
 }
+
+// --stdin-file sends bytes that are not UTF-8 as stdin_base64: the command
+// reads every byte.
+func TestSandboxExecSendsBinaryStdinAsBase64(t *testing.T) {
+	t.Parallel()
+	g := startLiveGateway(t)
+	code, out, stderr := g.cli(t, g.operator, "sandbox", "create", "-o", "json")
+	id := decodeJSON[client.Sandbox](t, mustOK(t, code, out, stderr)).ID
+	in := "\xff\xfe\x00binary\n"
+	code, out, stderr = g.cliIn(t, in, g.operator, "sandbox", "exec", "--stdin-file", "-", "-o", "json", id, "--", "cat")
+	res := decodeJSON[client.ExecResult](t, mustOK(t, code, out, stderr))
+	if res.ExitCode == nil || *res.ExitCode != 0 || res.StdoutBytes != int64(len(in)) {
+		t.Fatalf("cat of %d binary bytes: %s", len(in), out)
+	}
+}

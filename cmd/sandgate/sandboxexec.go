@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -27,32 +28,37 @@ func splitExec(cmd *cobra.Command, args []string) (string, []string, error) {
 	return args[0], args[1:], nil
 }
 
-// readStdin reads --stdin-file (- is the CLI's own stdin) as UTF-8 text.
-func readStdin(cmd *cobra.Command, name string) (*string, error) {
+// readStdin reads --stdin-file (- is the CLI's own stdin) into req:
+// UTF-8 text as stdin, other bytes as stdin_base64.
+func readStdin(cmd *cobra.Command, name string, req *client.ExecRequest) error {
 	if name == "" {
-		return nil, nil
+		return nil
 	}
 	r := cmd.InOrStdin()
 	if name != "-" {
 		f, err := os.Open(name)
 		if err != nil {
-			return nil, fmt.Errorf("--stdin-file: %w", err)
+			return fmt.Errorf("--stdin-file: %w", err)
 		}
 		defer func() { _ = f.Close() }()
 		r = f
 	}
+	// base64 grows the bytes by a third: the bound is on what is sent.
 	b, err := io.ReadAll(io.LimitReader(r, maxStdin+1))
 	if err != nil {
-		return nil, fmt.Errorf("--stdin-file: %w", err)
+		return fmt.Errorf("--stdin-file: %w", err)
 	}
-	if len(b) > maxStdin {
-		return nil, fmt.Errorf("--stdin-file: more than %d bytes (the API's body limit is 1 MiB)", maxStdin)
-	}
-	if !utf8.Valid(b) {
-		return nil, errors.New("--stdin-file: the API takes text: the input is not valid UTF-8")
+	if len(b) > maxStdin || (!utf8.Valid(b) && base64.StdEncoding.EncodedLen(len(b)) > maxStdin) {
+		return fmt.Errorf("--stdin-file: more than the API's 1 MiB body limit holds (%d bytes of text, or %d of other bytes)", maxStdin, base64.StdEncoding.DecodedLen(maxStdin))
 	}
 	s := string(b)
-	return &s, nil
+	if !utf8.Valid(b) {
+		s = base64.StdEncoding.EncodeToString(b)
+		req.StdinBase64 = &s
+		return nil
+	}
+	req.Stdin = &s
+	return nil
 }
 
 func newSandboxExecCmd(a *apiFlags) *cobra.Command {
@@ -79,8 +85,8 @@ says so. With -o json the exec result object is printed and the CLI exits 0.`,
 			if err != nil {
 				return err
 			}
-			in, err := readStdin(cmd, stdinFile)
-			if err != nil {
+			req := client.ExecRequest{Argv: argv, TimeoutSeconds: seconds(timeout), Workdir: workdir, Env: envs}
+			if err := readStdin(cmd, stdinFile, &req); err != nil {
 				return err
 			}
 			if timeout < 0 {
@@ -92,7 +98,7 @@ says so. With -o json the exec result object is printed and the CLI exits 0.`,
 			}
 			ctx, stop := interruptible(cmd)
 			defer stop()
-			res, err := c.Exec(ctx, id, client.ExecRequest{Argv: argv, Stdin: in, TimeoutSeconds: seconds(timeout), Workdir: workdir, Env: envs})
+			res, err := c.Exec(ctx, id, req)
 			if err != nil {
 				return apiError(a, err)
 			}

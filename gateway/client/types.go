@@ -84,10 +84,16 @@ type ExecRequest struct {
 	Argv []string `json:"argv"`
 	// Stdin is text written to the command, then closed; nil sends none.
 	Stdin *string `json:"stdin,omitempty"`
+	// StdinBase64 is stdin as standard base64, for bytes that are not
+	// UTF-8; at most one of Stdin and StdinBase64.
+	StdinBase64 *string `json:"stdin_base64,omitempty"`
 	// TimeoutSeconds defaults to 60 and is at most 120.
 	TimeoutSeconds int64             `json:"timeout_seconds,omitempty"`
 	Workdir        string            `json:"workdir,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`
+	// MaxOutputBytes caps each of stdout and stderr; 0 is the policy's
+	// exec.max_output_bytes, also the most it allows.
+	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
 }
 
 // ExecResult is the answer of an exec. A non-zero exit or a timeout is a

@@ -72,7 +72,7 @@ requests := {
 	"DELETE /v1/sandboxes/:id": {"params": {"id": sid}},
 	"POST /v1/sandboxes/:id/exec": {"params": {"id": sid}, "body": {
 		"argv": ["echo", "hi"], "timeout_seconds": 30,
-		"stdin_bytes": 0, "env_count": 0,
+		"stdin_bytes": 0, "env_count": 0, "env_names": [],
 	}},
 	"GET /v1/sandboxes/:id/logs": {"params": {"id": sid}, "query": {"stream": "stdout", "tail_bytes": 4096}},
 	"POST /v1/sandboxes/:id/extend": {"params": {"id": sid}, "body": {"ttl_seconds": 3600}},
@@ -137,6 +137,9 @@ create_key := "POST /v1/sandboxes"
 repeat(s, n) := concat("", [s | some _ in numbers.range(1, n)])
 
 exec_with(body) := patch(base(exec_key, "session"), {"request": {"body": body}})
+
+# n distinct env names (n >= 1), as the gateway lists them.
+env_names(n) := [sprintf("V%d", [i]) | some i in numbers.range(1, n)]
 
 logs_with(query) := patch(base(logs_key, "session"), {"request": {"query": query}})
 

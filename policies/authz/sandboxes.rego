@@ -322,6 +322,79 @@ violations contains {"rule": "E2", "msg": sprintf("exec: env_count must be an in
 	}
 }
 
+# METADATA
+# title: Exec's output cap is bounded
+# description: >-
+#   body.max_output_bytes (the cap on each of stdout and stderr the caller
+#   asks for; default exec.max_output_bytes), when present and not null,
+#   must be an integer in [1, exec.max_output_bytes]: what an exec answer
+#   holds is bounded by the bundle, never by the caller.
+# custom:
+#   id: E2
+#   severity: medium
+violations contains {"rule": "E2", "msg": sprintf("exec: max_output_bytes must be an integer in [1, %v]", [object.get(data.sandgate.config, ["exec", "max_output_bytes"], "unset")])} if {
+	input.request.method == "POST"
+	input.request.route == "/v1/sandboxes/:id/exec"
+	n := input.request.body.max_output_bytes
+	n != null
+	not {
+		is_number(n)
+		floor(n) == n
+		n >= 1
+		n <= data.sandgate.config.exec.max_output_bytes
+	}
+}
+
+# METADATA
+# title: Exec's env names are well formed and not reserved
+# description: >-
+#   Every name of body.env_names (the sorted names of the env entries,
+#   listed by the gateway) must be a string matching exec.env_name_pattern
+#   (a shell identifier of at most 128 bytes by default) and must not start
+#   with an exec.reserved_env_prefixes entry (NOMAD_, SANDGATE_: the names
+#   Nomad and the gateway give the task, so a command always sees the real
+#   ones). With env entries (env_count above 0) the list must be there, one
+#   name per entry. A pattern or prefix list missing from policy data
+#   refuses every name.
+# custom:
+#   id: E1
+#   severity: high
+violations contains {"rule": "E1", "msg": sprintf("exec: env name %v must match exec.env_name_pattern %v and not start with one of %v", [name, object.get(data.sandgate.config, ["exec", "env_name_pattern"], "unset"), object.get(data.sandgate.config, ["exec", "reserved_env_prefixes"], "unset")])} if {
+	input.request.method == "POST"
+	input.request.route == "/v1/sandboxes/:id/exec"
+	names := input.request.body.env_names
+	is_array(names)
+	some name in names
+	not {
+		is_string(name)
+		regex.match(data.sandgate.config.exec.env_name_pattern, name)
+		prefixes := data.sandgate.config.exec.reserved_env_prefixes
+		is_array(prefixes)
+		not strings.any_prefix_match(name, prefixes)
+	}
+}
+
+# METADATA
+# title: Exec lists the env names it counts
+# description: >-
+#   With body.env_count present and not null, body.env_names must be an
+#   array of exactly env_count names: the names E1 judges are the ones the
+#   command gets.
+# custom:
+#   id: E1
+#   severity: high
+violations contains {"rule": "E1", "msg": "exec: env_names must be an array of env_count names"} if {
+	input.request.method == "POST"
+	input.request.route == "/v1/sandboxes/:id/exec"
+	n := input.request.body.env_count
+	n != null
+	not {
+		names := input.request.body.env_names
+		is_array(names)
+		count(names) == n
+	}
+}
+
 # ---------------------------------------------------------------------------
 # E3: GET /v1/sandboxes/:id/logs
 # ---------------------------------------------------------------------------

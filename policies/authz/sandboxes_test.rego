@@ -246,11 +246,11 @@ test_e1_bytes_are_utf8_bytes_not_characters if {
 # E1 bounds everything the caller puts in the vector sent to Nomad: argv, the
 # environment entries and the workdir together.
 test_e1_env_counts_toward_the_vector if {
-	allowed(exec_with({"argv": ["env"], "env_count": 50, "env_bytes": cfg.exec.max_vector_bytes - 3}))
-	ids(exec_with({"argv": ["env"], "env_count": 50, "env_bytes": cfg.exec.max_vector_bytes - 2})) == {"E1"}
+	allowed(exec_with({"argv": ["env"], "env_count": 50, "env_names": env_names(50), "env_bytes": cfg.exec.max_vector_bytes - 3}))
+	ids(exec_with({"argv": ["env"], "env_count": 50, "env_names": env_names(50), "env_bytes": cfg.exec.max_vector_bytes - 2})) == {"E1"}
 
 	# 50 values of 12,000 bytes
-	ids(exec_with({"argv": ["env"], "env_count": 50, "env_bytes": 50 * 12006})) == {"E1"}
+	ids(exec_with({"argv": ["env"], "env_count": 50, "env_names": env_names(50), "env_bytes": 50 * 12006})) == {"E1"}
 }
 
 test_e1_workdir_counts_toward_the_vector if {
@@ -326,10 +326,10 @@ test_e2_timeout_not_an_integer if {
 }
 
 test_e2_env_count_bounds if {
-	allowed(exec_with({"argv": ["env"], "env_count": cfg.exec.max_env}))
-	ids(exec_with({"argv": ["env"], "env_count": cfg.exec.max_env + 1})) == {"E2"}
-	ids(exec_with({"argv": ["env"], "env_count": -1})) == {"E2"}
-	ids(exec_with({"argv": ["env"], "env_count": true})) == {"E2"}
+	allowed(exec_with({"argv": ["env"], "env_count": cfg.exec.max_env, "env_names": env_names(cfg.exec.max_env)}))
+	ids(exec_with({"argv": ["env"], "env_count": cfg.exec.max_env + 1, "env_names": env_names(cfg.exec.max_env + 1)})) == {"E2"}
+	ids(exec_with({"argv": ["env"], "env_count": -1})) == {"E1", "E2"}
+	ids(exec_with({"argv": ["env"], "env_count": true})) == {"E1", "E2"}
 }
 
 # ---------------------------------------------------------------------------
@@ -479,4 +479,42 @@ test_t3_messages_name_who_is_refused if {
 	d.violations == {{"rule": "T3", "msg": "POST /v1/sandboxes/:id/exec is refused on an expired or ended sandbox"}}
 	d2 := authz.decision with input as patch(long_session("GET /v1/sandboxes/:id"), {"now": sandbox.expires_at})
 	d2.violations == {{"rule": "T3", "msg": "sandbox has expired or ended"}}
+}
+
+test_e2_max_output_bytes_bounds if {
+	allowed(exec_with({"argv": ["yes"], "max_output_bytes": 1}))
+	allowed(exec_with({"argv": ["yes"], "max_output_bytes": cfg.exec.max_output_bytes}))
+	ids(exec_with({"argv": ["yes"], "max_output_bytes": cfg.exec.max_output_bytes + 1})) == {"E2"}
+	ids(exec_with({"argv": ["yes"], "max_output_bytes": 0})) == {"E2"}
+	ids(exec_with({"argv": ["yes"], "max_output_bytes": 1.5})) == {"E2"}
+	ids(exec_with({"argv": ["yes"], "max_output_bytes": "64k"})) == {"E2"}
+	allowed(exec_with({"argv": ["yes"], "max_output_bytes": null}))
+}
+
+test_e1_env_names_allowed if {
+	allowed(exec_with({"argv": ["env"], "env_count": 3, "env_names": ["HOME", "PATH", "_x"]}))
+	long := concat("", [c | some _ in numbers.range(1, 128); c := "A"])
+	allowed(exec_with({"argv": ["env"], "env_count": 1, "env_names": [long]}))
+	ids(exec_with({"argv": ["env"], "env_count": 1, "env_names": [concat("", [long, "B"])]})) == {"E1"}
+}
+
+test_e1_env_names_malformed_or_reserved_denied if {
+	ids(exec_with({"argv": ["env"], "env_count": 1, "env_names": ["1X"]})) == {"E1"}
+	ids(exec_with({"argv": ["env"], "env_count": 1, "env_names": ["A-B"]})) == {"E1"}
+	ids(exec_with({"argv": ["env"], "env_count": 1, "env_names": ["NOMAD_SECRETS_DIR"]})) == {"E1"}
+	ids(exec_with({"argv": ["env"], "env_count": 1, "env_names": ["SANDGATE_X"]})) == {"E1"}
+	ids(exec_with({"argv": ["env"], "env_count": 1, "env_names": [7]})) == {"E1"}
+	msgs(exec_with({"argv": ["env"], "env_count": 2, "env_names": ["NOMAD_X", "OK"]})) == {`exec: env name NOMAD_X must match exec.env_name_pattern ^[A-Za-z_][A-Za-z0-9_]{0,127}$ and not start with one of ["NOMAD_", "SANDGATE_"]`}
+}
+
+test_e1_env_names_must_match_env_count if {
+	ids(exec_with({"argv": ["env"], "env_count": 2, "env_names": ["A"]})) == {"E1"}
+	ids(json.remove(exec_with({"argv": ["env"], "env_count": 1}), ["request/body/env_names"])) == {"E1"}
+	ids(exec_with({"argv": ["env"], "env_count": 1, "env_names": "A"})) == {"E1"}
+}
+
+test_e1_env_name_data_missing_refuses_every_name if {
+	ids(exec_with({"argv": ["env"], "env_count": 1, "env_names": ["A"]})) == {"E1"} with data.sandgate.config as json.remove(cfg, ["exec/env_name_pattern"])
+	ids(exec_with({"argv": ["env"], "env_count": 1, "env_names": ["A"]})) == {"E1"} with data.sandgate.config as json.remove(cfg, ["exec/reserved_env_prefixes"])
+	allowed(exec_with({"argv": ["env"], "env_count": 0, "env_names": []})) with data.sandgate.config as json.remove(cfg, ["exec/reserved_env_prefixes"])
 }

@@ -1,6 +1,7 @@
 package attack
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"strings"
@@ -69,15 +70,22 @@ func execCases(*testing.T, *world) []attack {
 		e2("65 environment variables", map[string]any{"argv": []string{"env"}, "env": manyEnv(65)}),
 		e2("a zero timeout", map[string]any{"argv": []string{"true"}, "timeout_seconds": 0}),
 		bad("an assignment in program position", map[string]any{"argv": []string{"LD_PRELOAD=/tmp/x.so", "id"}}, "argv[0]"),
-		bad("an environment name with a dash", map[string]any{"argv": []string{"env"}, "env": map[string]string{"BAD-NAME": "x"}}, "env"),
-		bad("an environment name holding an assignment", map[string]any{"argv": []string{"env"}, "env": map[string]string{"A=B": "x"}}, "env"),
-		bad("an environment name starting with a digit", map[string]any{"argv": []string{"env"}, "env": map[string]string{"1PATH": "x"}}, "env"),
-		bad("an environment name of 129 characters", map[string]any{"argv": []string{"env"}, "env": map[string]string{strings.Repeat("A", 129): "x"}}, "env"),
-		bad("an empty environment name", map[string]any{"argv": []string{"env"}, "env": map[string]string{"": "x"}}, "env"),
+		e1("an environment name with a dash", map[string]any{"argv": []string{"env"}, "env": map[string]string{"BAD-NAME": "x"}}),
+		e1("an environment name holding an assignment", map[string]any{"argv": []string{"env"}, "env": map[string]string{"A=B": "x"}}),
+		e1("an environment name starting with a digit", map[string]any{"argv": []string{"env"}, "env": map[string]string{"1PATH": "x"}}),
+		e1("an environment name of 129 characters", map[string]any{"argv": []string{"env"}, "env": map[string]string{strings.Repeat("A", 129): "x"}}),
+		e1("an environment name Nomad gives the task", map[string]any{"argv": []string{"env"}, "env": map[string]string{"NOMAD_SECRETS_DIR": "/tmp"}}),
+		e1("an environment name of the gateway's own", map[string]any{"argv": []string{"env"}, "env": map[string]string{"SANDGATE_X": "1"}}),
+		e1("an empty environment name", map[string]any{"argv": []string{"env"}, "env": map[string]string{"": "x"}}),
 		bad("a NUL byte in an environment value", map[string]any{"argv": []string{"env"}, "env": map[string]string{"X": "a\x00b"}}, "env.X"),
 		bad("a relative workdir", map[string]any{"argv": []string{"pwd"}, "workdir": "tmp"}, "workdir"),
 		bad("a workdir with a NUL byte", map[string]any{"argv": []string{"pwd"}, "workdir": "/tmp\x00/etc"}, "workdir"),
-		bad("a workdir of 4097 bytes", map[string]any{"argv": []string{"pwd"}, "workdir": "/" + strings.Repeat("d", 4096)}, "workdir"),
+		e1("a workdir over the vector bound", map[string]any{"argv": []string{"pwd"}, "workdir": "/" + strings.Repeat("d", 16<<10)}),
+		bad("stdin and stdin_base64 together", map[string]any{"argv": []string{"cat"}, "stdin": "a", "stdin_base64": "YQ=="}, "stdin_base64"),
+		bad("stdin_base64 that is not base64", map[string]any{"argv": []string{"cat"}, "stdin_base64": "not base64!"}, "stdin_base64"),
+		e1("stdin_base64 over 256 KiB decoded", map[string]any{"argv": []string{"cat"}, "stdin_base64": base64.StdEncoding.EncodeToString(make([]byte, 256<<10+1))}),
+		e2("a zero output cap", map[string]any{"argv": []string{"yes"}, "max_output_bytes": 0}),
+		e2("an output cap over the bundle's", map[string]any{"argv": []string{"yes"}, "max_output_bytes": 1 << 30}),
 		bad("an empty workdir", map[string]any{"argv": []string{"pwd"}, "workdir": ""}, "workdir"),
 		allowed("a shell line in argv[0] is one program name, not a shell", map[string]any{"argv": []string{"sh -c 'rm -rf /'"}}, 127, ""),
 		allowed("shell metacharacters stay arguments", map[string]any{"argv": []string{"echo", "$(id)", ";", "`id`", "&&", "id"}}, 0, "$(id) ; `id` && id\n"),

@@ -139,7 +139,7 @@ func TestHoleNoDecisionLogLineExceeds8KiB(t *testing.T) {
 		{method: http.MethodPut, path: "/v1/hosts/" + strings.Repeat("n", 14_000) + "/enrollment", auth: op, body: `{}`},
 		{method: http.MethodDelete, path: "/v1/tokens/" + long, auth: op},
 		{method: http.MethodPost, path: "/v1/sandboxes/{a1}/exec", auth: op, body: execBody(map[string]any{"argv": []string{"echo", strings.Repeat("x", 900_000)}})},
-		{method: http.MethodPost, path: "/v1/sandboxes/{a1}/exec", auth: op, body: execBody(map[string]any{"argv": []string{"true"}, "env": manyEnv(64), "stdin": strings.Repeat("i", 200_000), "workdir": "/" + strings.Repeat("w", 4096)})},
+		{method: http.MethodPost, path: "/v1/sandboxes/{a1}/exec", auth: op, body: execBody(map[string]any{"argv": []string{"true"}, "env": manyEnv(64), "stdin": strings.Repeat("i", 200_000), "workdir": "/" + strings.Repeat("w", 16<<10)})},
 		{method: http.MethodPost, path: "/v1/tokens", auth: op, body: `{"role":"agent","ttl_seconds":3600,"label":"` + strings.Repeat("l", 600_000) + `"}`},
 		{method: http.MethodPost, path: "/v1/sandboxes", auth: "Bearer " + w.tokens["agentA"], body: `{"image":"` + strings.Repeat("i", 900_000) + `"}`},
 	} {
