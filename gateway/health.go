@@ -18,7 +18,7 @@ import (
 
 // gatewayCapabilities are advertised besides the policy's list: they are
 // not route families the policy switches (C1).
-var gatewayCapabilities = []string{"problem+json", "metrics", "dashboard.v1"}
+var gatewayCapabilities = []string{"problem+json", "metrics", "dashboard.v1", "mcp.v1"}
 
 // Capabilities lists what this gateway supports (SPEC C1), so clients and
 // the dashboard can roll out in either order: the route families the

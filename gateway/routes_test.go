@@ -47,8 +47,14 @@ func copyBundle(t *testing.T, edit func(path string, data []byte) ([]byte, error
 // or one that lost its middleware, fails the walk below.
 var publicPaths = map[string]bool{
 	"/healthz": true, "/readyz": true, "/metrics": true, "/v1/capabilities": true, "/llms.txt": true,
-	"/": true, "/ui/*": true, // the dashboard: static files; its API calls carry the token
+	"/mcp": true,                // bearer-authenticated by the MCP endpoint; each tool call is a REST request with this middleware
+	"/":    true, "/ui/*": true, // the dashboard: static files; its API calls carry the token
 }
+
+// selfAuthenticated are the routes that check the bearer token
+// themselves and make no policy decision of their own: /mcp, whose every
+// tool call is a request to a route below (TestMCPToolsAreTheRESTRoutesUnderTheSameToken).
+var selfAuthenticated = map[string]bool{"/mcp": true}
 
 // Every registered route except the public ones is refused without a token
 // and refused when the policy says no: a route added without the
@@ -70,6 +76,14 @@ func TestEveryNonPublicRouteIsRefusedWithoutATokenAndWhenThePolicyDenies(t *test
 		path = strings.ReplaceAll(path, ":node", "worker-1")
 		path = strings.ReplaceAll(path, ":jti", "x")
 		path = strings.ReplaceAll(path, "*", "app.js")
+		if selfAuthenticated[rt.Path] {
+			for _, tok := range []string{"", "not-a-jwt"} {
+				if r := open.do(rt.Method, path, tok, `{}`); r.status != http.StatusUnauthorized {
+					t.Errorf("%s %s with token %q: %d, want 401", rt.Method, rt.Path, tok, r.status)
+				}
+			}
+			continue
+		}
 		if publicPaths[rt.Path] {
 			if r := open.do(rt.Method, path, "", nil); r.status != http.StatusOK {
 				t.Errorf("public %s %s: %d", rt.Method, rt.Path, r.status)

@@ -17,6 +17,7 @@ import (
 
 	"sandgate/gateway/audit"
 	"sandgate/gateway/dashboard"
+	"sandgate/gateway/mcpserver"
 	"sandgate/gateway/token"
 	"sandgate/nomad"
 	"sandgate/policies"
@@ -171,6 +172,8 @@ type Server struct {
 	// taskName is the task every rendered job runs, computed once: exec
 	// and logs address it on every request.
 	taskName string
+	// mcp serves /mcp: every tool call is a request to e.
+	mcp http.Handler
 
 	// inflight holds the ids of sandboxes whose create is between reserve
 	// and a settled placement: reconcile must not end them.
@@ -202,8 +205,30 @@ func New(cfg Config) (*Server, error) {
 	s.nodes = newNodeCache(cfg.Nomad, 2*time.Second, cfg.Now)
 	s.taskName = render.DefaultConfig().TaskName
 	s.replaying = make(chan struct{}, 1)
+	s.mcp = mcpserver.Handler(mcpserver.Config{API: s.Handler, Verify: s.verifyBearer, Version: cfg.Version})
 	s.e = s.newEcho()
 	return s, nil
+}
+
+// serveMCP is /mcp (package mcpserver).
+func (s *Server) serveMCP(c echo.Context) error {
+	s.mcp.ServeHTTP(c.Response(), c.Request())
+	return nil
+}
+
+// verifyBearer checks a bearer token's signature and expiry for /mcp and
+// names its principal; the REST route each tool call makes then decides
+// whether the token is active and what it may do.
+func (s *Server) verifyBearer(raw string) (string, time.Time, error) {
+	claims, err := s.cfg.Tokens.Verify(raw)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	var exp time.Time
+	if claims.ExpiresAt != nil {
+		exp = claims.ExpiresAt.Time
+	}
+	return (&caller{claims: claims}).principal(), exp, nil
 }
 
 // Handler returns the HTTP handler of the API.
@@ -236,6 +261,11 @@ func (s *Server) routes() []route {
 		{method: http.MethodGet, path: "/metrics", handler: echo.WrapHandler(s.metrics.handler()), public: true},
 		{method: http.MethodGet, path: "/v1/capabilities", handler: s.capabilities, public: true},
 		{method: http.MethodGet, path: "/llms.txt", handler: llmsTxt, public: true},
+		// MCP: bearer authentication of its own; each tool call is a
+		// request to the routes below, with their middleware.
+		{method: http.MethodPost, path: "/mcp", handler: s.serveMCP, public: true},
+		{method: http.MethodGet, path: "/mcp", handler: s.serveMCP, public: true},
+		{method: http.MethodDelete, path: "/mcp", handler: s.serveMCP, public: true},
 		{method: http.MethodGet, path: "/", handler: echo.WrapHandler(dashboard.Handler()), public: true},
 		{method: http.MethodGet, path: "/ui/*", handler: echo.WrapHandler(dashboard.Handler()), public: true},
 

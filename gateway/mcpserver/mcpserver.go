@@ -1,0 +1,264 @@
+// Package mcpserver serves sandgate's sandbox tools over the Model Context
+// Protocol (streamable HTTP, the official Go SDK) at /mcp of the gateway.
+//
+// It authenticates with the same bearer token as the REST API and decides
+// nothing itself: every tool call is one request to the gateway's own REST
+// handler with the caller's token, so the token check, the policy decision
+// (its denials carry the rule ids), the decision log, the budgets and every
+// refusal are exactly the REST route's. A tool's result is the route's JSON
+// answer; a refusal is an error result holding the problem document.
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// MaxResultBytes bounds the text of one tool result. The REST answers it
+// carries are bounded already (an exec's two streams by the bundle's
+// exec.max_output_bytes, a log tail by exec.max_logs_tail_bytes); a result
+// cut here says so.
+const MaxResultBytes = 1 << 20
+
+// Config is what the MCP endpoint needs from the gateway.
+type Config struct {
+	// API returns the gateway's REST handler (called per tool call: the
+	// handler is built after this endpoint).
+	API func() http.Handler
+	// Verify checks a bearer token's signature and expiry and names its
+	// principal ("<role>:<sub>"). Whether the token is still active and
+	// what it may do is decided per tool call by the REST route.
+	Verify func(raw string) (principal string, expires time.Time, err error)
+	// Version is the gateway's version, reported to clients.
+	Version string
+}
+
+// Handler returns the /mcp endpoint: bearer authentication, then the MCP
+// streamable HTTP transport (stateless, JSON answers) and the tools.
+func Handler(cfg Config) http.Handler {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "sandgate", Version: cfg.Version}, nil)
+	t := tools{cfg: cfg}
+	mcp.AddTool(srv, &mcp.Tool{Name: "create_sandbox", Description: "Create a disposable Linux sandbox (POST /v1/sandboxes). " +
+		"Returns the sandbox record with its id and a session token for that one sandbox, shown once."}, t.createSandbox)
+	mcp.AddTool(srv, &mcp.Tool{Name: "sandbox_status", Description: "Read a sandbox's record: state, expiry, node, profile (GET /v1/sandboxes/{id})."}, t.status)
+	mcp.AddTool(srv, &mcp.Tool{Name: "exec", Description: "Run a command in a sandbox as an argument vector, no shell unless argv names one " +
+		"(POST /v1/sandboxes/{id}/exec). A non-zero exit, a timeout and truncated output are data in the result, not errors."}, t.exec)
+	mcp.AddTool(srv, &mcp.Tool{Name: "logs", Description: "Read a bounded tail of the sandbox's main task output (GET /v1/sandboxes/{id}/logs)."}, t.logs)
+	mcp.AddTool(srv, &mcp.Tool{Name: "destroy_sandbox", Description: "Destroy a sandbox and revoke its session token (DELETE /v1/sandboxes/{id})."}, t.destroy)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	return auth.RequireBearerToken(func(_ context.Context, raw string, _ *http.Request) (*auth.TokenInfo, error) {
+		principal, exp, err := cfg.Verify(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", auth.ErrInvalidToken, err)
+		}
+		return &auth.TokenInfo{UserID: principal, Expiration: exp, Extra: map[string]any{rawTokenKey: raw}}, nil
+	}, nil)(h)
+}
+
+// rawTokenKey holds the caller's token in its TokenInfo, for the REST
+// request each tool call makes.
+const rawTokenKey = "sandgate.token"
+
+// CreateArgs are create_sandbox's arguments, the fields of POST
+// /v1/sandboxes; every one is optional (the bundle's defaults apply).
+type CreateArgs struct {
+	Profile    string            `json:"profile,omitempty" jsonschema:"strict (default) or workspace"`
+	Network    string            `json:"network,omitempty" jsonschema:"none (default) or egress"`
+	Image      string            `json:"image,omitempty" jsonschema:"an image of the gateway's allowlist (GET /v1/capabilities lists them)"`
+	TTLSeconds int64             `json:"ttl_seconds,omitempty" jsonschema:"lifetime in seconds (default 3600)"`
+	Labels     map[string]string `json:"labels,omitempty" jsonschema:"labels to find the sandbox by"`
+}
+
+// SandboxArgs name one sandbox.
+type SandboxArgs struct {
+	ID string `json:"id" jsonschema:"the sandbox id"`
+}
+
+// ExecArgs are exec's arguments, the fields of POST /v1/sandboxes/{id}/exec.
+type ExecArgs struct {
+	ID             string            `json:"id" jsonschema:"the sandbox id"`
+	Argv           []string          `json:"argv" jsonschema:"the argument vector; argv[0] is the program"`
+	Stdin          *string           `json:"stdin,omitempty" jsonschema:"text written to the command, then closed"`
+	StdinBase64    *string           `json:"stdin_base64,omitempty" jsonschema:"stdin as standard base64, for bytes that are not UTF-8"`
+	TimeoutSeconds int64             `json:"timeout_seconds,omitempty" jsonschema:"default 60, at most the bundle's exec.max_timeout_seconds"`
+	Workdir        string            `json:"workdir,omitempty" jsonschema:"absolute working directory"`
+	Env            map[string]string `json:"env,omitempty" jsonschema:"environment entries for this command only"`
+	MaxOutputBytes int64             `json:"max_output_bytes,omitempty" jsonschema:"cap on each of stdout and stderr, at most the bundle's exec.max_output_bytes"`
+}
+
+// LogsArgs are logs' arguments.
+type LogsArgs struct {
+	ID        string `json:"id" jsonschema:"the sandbox id"`
+	Stream    string `json:"stream,omitempty" jsonschema:"stdout (default) or stderr"`
+	TailBytes int64  `json:"tail_bytes,omitempty" jsonschema:"how many bytes of the end (default and at most exec.max_logs_tail_bytes)"`
+}
+
+type tools struct{ cfg Config }
+
+func (t tools) createSandbox(ctx context.Context, req *mcp.CallToolRequest, in CreateArgs) (*mcp.CallToolResult, any, error) {
+	body := map[string]any{}
+	for k, v := range map[string]string{"profile": in.Profile, "network": in.Network, "image": in.Image} {
+		if v != "" {
+			body[k] = v
+		}
+	}
+	if in.TTLSeconds != 0 {
+		body["ttl_seconds"] = in.TTLSeconds
+	}
+	if len(in.Labels) > 0 {
+		body["labels"] = in.Labels
+	}
+	return t.call(ctx, req, http.MethodPost, "/v1/sandboxes", body)
+}
+
+func (t tools) status(ctx context.Context, req *mcp.CallToolRequest, in SandboxArgs) (*mcp.CallToolResult, any, error) {
+	return t.call(ctx, req, http.MethodGet, sandboxPath(in.ID, ""), nil)
+}
+
+func (t tools) exec(ctx context.Context, req *mcp.CallToolRequest, in ExecArgs) (*mcp.CallToolResult, any, error) {
+	body := map[string]any{"argv": in.Argv}
+	if in.Argv == nil {
+		body["argv"] = []string{}
+	}
+	if in.Stdin != nil {
+		body["stdin"] = *in.Stdin
+	}
+	if in.StdinBase64 != nil {
+		body["stdin_base64"] = *in.StdinBase64
+	}
+	if in.TimeoutSeconds != 0 {
+		body["timeout_seconds"] = in.TimeoutSeconds
+	}
+	if in.Workdir != "" {
+		body["workdir"] = in.Workdir
+	}
+	if in.Env != nil {
+		body["env"] = in.Env
+	}
+	if in.MaxOutputBytes != 0 {
+		body["max_output_bytes"] = in.MaxOutputBytes
+	}
+	return t.call(ctx, req, http.MethodPost, sandboxPath(in.ID, "/exec"), body)
+}
+
+func (t tools) logs(ctx context.Context, req *mcp.CallToolRequest, in LogsArgs) (*mcp.CallToolResult, any, error) {
+	q := url.Values{}
+	if in.Stream != "" {
+		q.Set("stream", in.Stream)
+	}
+	if in.TailBytes != 0 {
+		q.Set("tail_bytes", strconv.FormatInt(in.TailBytes, 10))
+	}
+	p := sandboxPath(in.ID, "/logs")
+	if len(q) > 0 {
+		p += "?" + q.Encode()
+	}
+	return t.call(ctx, req, http.MethodGet, p, nil)
+}
+
+func (t tools) destroy(ctx context.Context, req *mcp.CallToolRequest, in SandboxArgs) (*mcp.CallToolResult, any, error) {
+	return t.call(ctx, req, http.MethodDelete, sandboxPath(in.ID, ""), nil)
+}
+
+// sandboxPath is /v1/sandboxes/{id}{suffix}, the id escaped: the route and
+// the policy (H9) judge whatever the caller sent, never a path it smuggled.
+func sandboxPath(id, suffix string) string {
+	return "/v1/sandboxes/" + url.PathEscape(id) + suffix
+}
+
+// call makes the REST request a tool call maps to, with the caller's own
+// token, and turns the answer into the tool's result.
+func (t tools) call(ctx context.Context, req *mcp.CallToolRequest, method, path string, body any) (*mcp.CallToolResult, any, error) {
+	extra := req.GetExtra()
+	if extra == nil || extra.TokenInfo == nil {
+		return nil, nil, errors.New("sandgate: no authenticated caller") // RequireBearerToken runs first: never reached
+	}
+	raw, _ := extra.TokenInfo.Extra[rawTokenKey].(string)
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, method, path, rd)
+	if err != nil {
+		return nil, nil, err
+	}
+	hreq.Header.Set("Authorization", "Bearer "+raw)
+	if body != nil {
+		hreq.Header.Set("Content-Type", "application/json")
+	}
+	hreq.Header.Set("X-Request-Id", "mcp")
+	hreq.RemoteAddr = "mcp"
+	w := newBuffer(MaxResultBytes)
+	t.cfg.API().ServeHTTP(w, hreq)
+	return result(w), nil, nil
+}
+
+// result is the tool result of a REST answer: its body as text (and as
+// structured content when it is a JSON object), an error result for a
+// 4xx or 5xx, and a note when the text was cut at MaxResultBytes.
+func result(w *buffer) *mcp.CallToolResult {
+	text := w.body.String()
+	if w.status == http.StatusNoContent && text == "" {
+		text = `{"status":204}`
+	}
+	res := &mcp.CallToolResult{IsError: w.status >= http.StatusBadRequest}
+	var obj map[string]any
+	if !w.cut && json.Unmarshal(w.body.Bytes(), &obj) == nil {
+		res.StructuredContent = obj
+	}
+	if w.cut {
+		text += fmt.Sprintf("\n[sandgate: the answer was cut at %d bytes]", MaxResultBytes)
+	}
+	res.Content = []mcp.Content{&mcp.TextContent{Text: text}}
+	return res
+}
+
+// buffer is an http.ResponseWriter that keeps the status, the headers and
+// the first max bytes of the body.
+type buffer struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+	max    int
+	cut    bool
+}
+
+func newBuffer(max int) *buffer { return &buffer{header: http.Header{}, max: max} }
+
+// Header is the answer's header map.
+func (b *buffer) Header() http.Header { return b.header }
+
+// WriteHeader keeps the first status written.
+func (b *buffer) WriteHeader(status int) {
+	if b.status == 0 {
+		b.status = status
+	}
+}
+
+// Write keeps the body up to max bytes and notes a cut.
+func (b *buffer) Write(p []byte) (int, error) {
+	if b.status == 0 {
+		b.status = http.StatusOK
+	}
+	if room := b.max - b.body.Len(); len(p) > room {
+		b.body.Write(p[:max(room, 0)])
+		b.cut = true
+		return len(p), nil
+	}
+	return b.body.Write(p)
+}
