@@ -103,6 +103,7 @@ func createAndExec(t *testing.T, b *tab, g *gateway) string {
 
 	row := fmt.Sprintf(`#sandboxes-table tr[data-id=%q]`, id)
 	b.waitTrue(step, "the sandbox row to be running", fmt.Sprintf(`!!document.querySelector('%s[data-state="running"]')`, row))
+	b.cellsStayCells("sandboxes-table")
 	b.do(step, "open the console",
 		chromedp.Click(chromedp.CSS(row+" button.open"), chromedp.NodeVisible),
 		chromedp.WaitVisible(chromedp.ID("sandbox-panel")))

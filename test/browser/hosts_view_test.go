@@ -29,6 +29,7 @@ func hostsView(t *testing.T, b *tab, g *gateway) {
 	if !regexp.MustCompile(`^\{"rows":[3-9],"enrolled":[2-9],"usage":[1-9][0-9]*,"budget":[2-9],"states":[2-9]\}$`).MatchString(got) {
 		t.Fatalf("the hosts view lacks rows, bars or state controls: %s", got)
 	}
+	b.cellsStayCells("hosts-table")
 
 	// the bands' colours: the simulated nodes sit at 0 %, so the bars are
 	// drawn here with the page's own module and style sheet

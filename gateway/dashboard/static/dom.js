@@ -145,6 +145,13 @@ export function relative(iso, now = Date.now()) {
   return s >= 0 ? `in ${v}` : `${v} ago`;
 }
 
+// actionsCell is the cell of a row's buttons. The flex layout is on a
+// wrapper inside it: a td must stay display: table-cell, or the row's
+// borders break.
+export function actionsCell(...children) {
+  return el('td', { class: 'actions-cell' }, el('div', { class: 'actions' }, ...children));
+}
+
 export function timeCell(iso, withRelative) {
   const td = el('td', { text: fmtTime(iso), title: iso || undefined });
   if (withRelative && iso) td.append(el('span', { class: 'hint', text: ` (${relative(iso)})` }));

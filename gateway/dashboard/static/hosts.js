@@ -6,7 +6,7 @@ import { request, path } from './api.js';
 import { budgetBars, usageBars } from './bars.js';
 import { confirmAction } from './dialogs.js';
 import {
-  byId, clear, describe, el, fillTable, intField, notice, run, busy, state,
+  actionsCell, byId, clear, describe, el, fillTable, intField, notice, run, busy, state,
 } from './dom.js';
 
 const STATES = ['active', 'frozen', 'reserved', 'draining'];
@@ -42,7 +42,7 @@ function hostRow(h) {
     el('td', { class: 'bars' }, usageBars(h.usage)),
     el('td', { class: 'bars' }, enrolled(h) ? budgetBars(h.budget) : el('span', { class: 'hint', text: 'not enrolled' })),
     el('td', { class: 'num', text: String(h.live_sandboxes ?? 0) }),
-    el('td', { class: 'actions' },
+    actionsCell(
       el('button', { type: 'button', class: 'enroll', text: enrolled(h) ? 'Re-enroll' : 'Enroll', on: { click: () => openEnroll(h) } }),
       enrolled(h) ? el('button', { type: 'button', class: 'unenroll danger', text: 'Unenroll', on: { click: (ev) => unenroll(h, ev.currentTarget) } }) : null),
   );

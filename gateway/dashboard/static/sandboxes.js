@@ -8,7 +8,7 @@ import {
 } from './console.js';
 import { confirmAction, showSecret } from './dialogs.js';
 import {
-  byId, el, fillTable, intField, notice, run, busy, showError, textField, timeCell,
+  actionsCell, byId, el, fillTable, intField, notice, run, busy, showError, textField, timeCell,
 } from './dom.js';
 
 export async function loadSandboxes() {
@@ -36,7 +36,7 @@ function sandboxRow(s) {
     el('td', { text: String(s.network || '') }),
     el('td', { text: String(s.principal || '') }),
     timeCell(s.expires_at, live),
-    el('td', { class: 'actions' },
+    actionsCell(
       el('button', { type: 'button', class: 'open', text: 'Console', on: { click: () => openPanel(s) } }),
       live ? el('button', { type: 'button', class: 'destroy danger', text: 'Destroy', on: { click: (ev) => destroySandbox(id, ev.currentTarget) } }) : null),
   );
