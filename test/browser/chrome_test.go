@@ -280,3 +280,18 @@ func (b *tab) cellsStayCells(table string) {
 		b.t.Fatalf("#%s: every td must be display: table-cell, its buttons in a flex wrapper: %s", table, got)
 	}
 }
+
+// besideItsForm checks an error box is shown inside or right after its
+// form, and that the global error banner stayed hidden.
+func (b *tab) besideItsForm(box, form string) {
+	b.t.Helper()
+	got := eval[string](b, fmt.Sprintf(`(() => {
+  const box = document.getElementById(%s), form = document.getElementById(%s);
+  const placed = form.contains(box) || form.nextElementSibling === box;
+  const r = box.getBoundingClientRect();
+  return JSON.stringify({placed, visible: !box.hidden && r.height > 0, banner: !document.getElementById('error').hidden});
+})()`, jsString(box), jsString(form)))
+	if got != `{"placed":true,"visible":true,"banner":false}` {
+		b.t.Fatalf("the error #%s is not shown beside #%s (and only there): %s", box, form, got)
+	}
+}

@@ -44,9 +44,9 @@ func TestTheOperatorDrivesTheDashboardInARealBrowser(t *testing.T) {
 	}
 
 	signIn(t, b, g.operator)
+	policyRefusal(t, b)
 	id := createAndExec(t, b, g)
 	destroy(t, b, g, id)
-	policyRefusal(t, b)
 	mintAndRevoke(t, b, g)
 	expiredSignIn(t, b, g)
 	hostsView(t, b, g)
@@ -97,6 +97,7 @@ func createAndExec(t *testing.T, b *tab, g *gateway) string {
 	if status, _ := g.call(t, http.MethodGet, "/v1/sandboxes/"+id, session, nil); status != http.StatusOK {
 		t.Fatalf("the session token the dialog showed does not work: %d", status)
 	}
+	b.waitTrue(step, "the successful create to clear the form's error", `document.getElementById('create-error').hidden && document.getElementById('create-error').textContent === ''`)
 	b.do(step, "close the dialog with its button",
 		chromedp.Click(chromedp.ID("secret-close")), chromedp.WaitNotVisible(chromedp.ID("secret-dialog")))
 	b.secretGone("after the Close button", session)
@@ -131,6 +132,16 @@ func createAndExec(t *testing.T, b *tab, g *gateway) string {
 	if eval[bool](b, `!!document.getElementById('pwned')`) {
 		t.Fatal("exec output was parsed as HTML")
 	}
+	// a command that cannot be split is refused beside the console, not
+	// in the global banner; the next good run clears it
+	b.do(step, "exec an unterminated quote", fill("exec-argv", "echo 'oops"), chromedp.Click(chromedp.ID("exec-run")),
+		chromedp.WaitVisible(chromedp.ID("exec-error")))
+	if text := eval[string](b, `document.getElementById('exec-error').textContent`); !strings.Contains(text, "unterminated single quote") {
+		t.Fatalf("the console's error says %q", text)
+	}
+	b.besideItsForm("exec-error", "exec-form")
+	b.do(step, "exec a good command again", fill("exec-argv", "true"), chromedp.Click(chromedp.ID("exec-run")),
+		chromedp.WaitNotVisible(chromedp.ID("exec-error")))
 
 	b.do(step, "fetch the logs", chromedp.Click(chromedp.ID("logs-fetch")), chromedp.WaitVisible(chromedp.ID("logs-output")))
 	b.do(step, "extend", fill("extend-ttl", "900"), chromedp.Click(chromedp.ID("extend-submit")))
@@ -152,20 +163,22 @@ func destroy(t *testing.T, b *tab, g *gateway, id string) {
 	}
 }
 
-// policyRefusal: a create the policy refuses shows its code and rule ids.
+// policyRefusal: a create the policy refuses shows its code, rule ids and
+// decision beside the create form, not in the global banner.
 func policyRefusal(t *testing.T, b *tab) {
 	t.Helper()
 	b.do(step, "create above the per-sandbox memory maximum",
 		fill("create-memory", "999999"),
 		chromedp.Click(chromedp.ID("create-submit")),
-		chromedp.WaitVisible(chromedp.ID("error")),
+		chromedp.WaitVisible(chromedp.ID("create-error")),
 		fill("create-memory", ""),
 	)
-	text := eval[string](b, `document.getElementById('error-text').textContent`)
+	text := eval[string](b, `document.getElementById('create-error').textContent`)
 	if !strings.Contains(text, "policy_denied (HTTP 403)") || !strings.Contains(text, "rule ids: ") || !strings.Contains(text, "decision: ") {
 		t.Fatalf("the refusal is shown as %q, want its code, rule ids and decision", text)
 	}
-	b.do(step, "dismiss the error", chromedp.Click(chromedp.ID("error-dismiss")), chromedp.WaitNotVisible(chromedp.ID("error")))
+	b.besideItsForm("create-error", "create-form")
+	t.Logf("screenshot of a refused create: %s", b.screenshot("create-refused.png"))
 }
 
 func decisionsView(t *testing.T, b *tab) {

@@ -13,7 +13,7 @@ import { closeAllDialogs, initDialogs } from './dialogs.js';
 import { closePanel } from './console.js';
 import { initDecisions, startDecisions, stopDecisions } from './decisions.js';
 import {
-  byId, clear, clearError, describe, disableAll, notice, run, showError, state,
+  byId, clear, clearError, clearFormErrors, describe, disableAll, notice, run, showError, state,
 } from './dom.js';
 import { initHosts, loadHosts } from './hosts.js';
 import { initPolicy, loadPolicy } from './policy.js';
@@ -83,6 +83,7 @@ function wipe() {
   clear(byId('replay-table').tBodies[0]);
   byId('replay-summary').hidden = true;
   byId('policy-summary').textContent = '';
+  clearFormErrors();
   clear(byId('node-names'));
   closePanel();
   notice('');

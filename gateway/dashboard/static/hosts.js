@@ -6,7 +6,7 @@ import { request, path } from './api.js';
 import { budgetBars, usageBars } from './bars.js';
 import { confirmAction } from './dialogs.js';
 import {
-  actionsCell, byId, clear, describe, el, fillTable, intField, notice, run, busy, state,
+  actionsCell, byId, clear, clearFormError, el, fillTable, intField, notice, run, busy, showFormError, state,
 } from './dom.js';
 
 const STATES = ['active', 'frozen', 'reserved', 'draining'];
@@ -120,7 +120,7 @@ function openEnroll(h) {
   put('enroll-max', limits.max_sandboxes);
   put('enroll-cpu', limits.cpu_mhz);
   put('enroll-memory', limits.memory_mb);
-  byId('enroll-error').hidden = true;
+  clearFormError(byId('enroll-error'));
   byId('enroll-dialog').showModal();
 }
 
@@ -140,12 +140,12 @@ async function submitEnroll(ev) {
     const body = { egress: byId('enroll-egress').checked };
     if (Object.keys(budget).length) body.budget = budget;
     await request('PUT', path('/v1/hosts', h.name, 'enrollment'), { body });
+    clearFormError(errBox);
     byId('enroll-dialog').close('ok');
     notice(`${h.name} is enrolled${body.egress ? ' for egress' : ''}`);
     await run(loadHosts);
   } catch (err) {
-    errBox.textContent = describe(err);
-    errBox.hidden = false;
+    showFormError(errBox, err);
   }
 }
 

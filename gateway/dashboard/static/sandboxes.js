@@ -8,7 +8,7 @@ import {
 } from './console.js';
 import { confirmAction, showSecret } from './dialogs.js';
 import {
-  actionsCell, byId, el, fillTable, intField, notice, run, busy, showError, textField, timeCell,
+  actionsCell, byId, el, fillTable, intField, notice, run, busy, submitForm, textField, timeCell,
 } from './dom.js';
 
 export async function loadSandboxes() {
@@ -71,7 +71,7 @@ function createBody() {
 async function create(ev) {
   ev.preventDefault();
   const status = byId('create-status');
-  await busy(byId('create-submit'), async () => {
+  await submitForm(byId('create-submit'), byId('create-error'), async () => {
     const body = createBody();
     status.textContent = 'creating… (waits until the allocation runs)';
     let sb;
@@ -84,10 +84,9 @@ async function create(ev) {
     if (sb) delete sb.token; // the dialog holds the only copy
     if (secret) showSecret(`Session token for sandbox ${sb.id}`, secret);
     if (sb && sb.state === 'failed') {
-      showError(new ApiError(0, { code: 'placement_failed', detail: `sandbox ${sb.id} failed: ${sb.last_error || 'no reason given'}` }));
-    } else if (sb) {
-      notice(`sandbox ${sb.id} is ${sb.state}`);
+      throw new ApiError(0, { code: 'placement_failed', detail: `sandbox ${sb.id} failed: ${sb.last_error || 'no reason given'}` });
     }
+    if (sb) notice(`sandbox ${sb.id} is ${sb.state}`);
   });
   await run(loadSandboxes);
 }

@@ -5,7 +5,7 @@
 import { request, path } from './api.js';
 import { confirmAction, showSecret } from './dialogs.js';
 import {
-  actionsCell, byId, el, fillTable, intField, notice, run, busy, textField, timeCell,
+  actionsCell, byId, el, fillTable, intField, notice, run, busy, submitForm, textField, timeCell,
 } from './dom.js';
 
 export async function loadTokens() {
@@ -47,7 +47,7 @@ async function revoke(t, button) {
 
 async function mint(ev) {
   ev.preventDefault();
-  await busy(byId('mint-submit'), async () => {
+  await submitForm(byId('mint-submit'), byId('mint-error'), async () => {
     const role = byId('mint-role').value;
     const ttl = intField(byId('mint-ttl'), 'TTL');
     if (ttl === undefined) throw new Error('TTL is required');

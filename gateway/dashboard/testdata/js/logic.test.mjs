@@ -6,7 +6,7 @@ import { NEEDED, missingCapabilities } from '../../static/caps.js';
 import { BUDGET, USAGE, level, percent } from '../../static/bars.js';
 import { ApiError } from '../../static/api.js';
 import {
-  InputError, describe, fmtTime, intField, relative, textField,
+  InputError, describe, fmtTime, intField, relative, submitForm, textField,
 } from '../../static/dom.js';
 
 test('a gateway advertising everything lacks nothing', () => {
@@ -90,4 +90,28 @@ test('a replay query takes an RFC 3339 since and a limit, and refuses other time
   assert.equal(replayQuery('2026-12-01T09:00:00Z', 200), '?since=2026-12-01T09%3A00%3A00Z&limit=200');
   assert.throws(() => replayQuery('yesterday', undefined), InputError);
   assert.throws(() => replayQuery('12/01/2026', undefined), InputError);
+});
+
+test("a form's failed action shows in the form's own box, and re-enables its button", async () => {
+  const button = { disabled: false };
+  const box = { textContent: '', hidden: true };
+  await submitForm(button, box, async () => {
+    assert.equal(button.disabled, true);
+    throw new ApiError(403, { code: 'policy_denied', detail: 'B1: too big', rule_ids: ['B1'] });
+  });
+  assert.equal(box.hidden, false);
+  assert.ok(box.textContent.includes('rule ids: B1'), box.textContent);
+  assert.equal(button.disabled, false);
+});
+
+test("a form's next successful action clears its box", async () => {
+  const box = { textContent: 'policy_denied (HTTP 403): B1', hidden: false };
+  assert.equal(await submitForm({ disabled: false }, box, async () => 7), 7);
+  assert.deepEqual(box, { textContent: '', hidden: true });
+});
+
+test('a 401 is not shown in the form: the sign-in screen says it', async () => {
+  const box = { textContent: '', hidden: true };
+  await submitForm({ disabled: false }, box, async () => { throw new ApiError(401, { detail: 'expired' }); });
+  assert.deepEqual(box, { textContent: '', hidden: true });
 });
