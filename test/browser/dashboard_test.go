@@ -18,11 +18,13 @@ const step = 15 * time.Second // the bound of one step; the whole test has 90 s
 var sessionTitle = regexp.MustCompile(`^Session token for sandbox ([a-z0-9]+)$`)
 
 // The operator's path through the dashboard in a real browser, against
-// `sandgate dev` on the simulator: sign in, create a sandbox, run commands
-// in its console, extend and destroy it; see a policy refusal's rule ids;
-// mint and revoke tokens; be sent back to sign-in by a 401; manage hosts;
-// read the decisions; read the policy and replay a candidate. Secrets must leave the page as soon as their dialog
-// closes, whichever way it closes, and nothing may reach browser storage.
+// `sandgate dev` on the simulator: sign in, see a policy refusal's rule ids
+// beside the create form; create a sandbox, run commands in its console,
+// extend and destroy it; read a sandbox's image, resources, labels and
+// ceiling; mint and revoke tokens; be sent back to sign-in by a 401; manage
+// hosts; read the decisions; read the policy and replay a candidate.
+// Secrets must leave the page as soon as their dialog closes, whichever way
+// it closes, and nothing may reach browser storage.
 func TestTheOperatorDrivesTheDashboardInARealBrowser(t *testing.T) {
 	chromiumPath(t) // skip early, before the build, when there is no browser
 	bin := testbin.Build(t)
@@ -47,6 +49,7 @@ func TestTheOperatorDrivesTheDashboardInARealBrowser(t *testing.T) {
 	policyRefusal(t, b)
 	id := createAndExec(t, b, g)
 	destroy(t, b, g, id)
+	sandboxFields(t, b, g)
 	mintAndRevoke(t, b, g)
 	expiredSignIn(t, b, g)
 	hostsView(t, b, g)

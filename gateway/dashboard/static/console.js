@@ -5,6 +5,7 @@
 
 import { request, path } from './api.js';
 import { parseArgv } from './argv.js';
+import { sandboxDetails } from './fields.js';
 import {
   byId, clear, clearFormErrors, el, fmtTime, intField, notice, run, submitForm,
 } from './dom.js';
@@ -48,10 +49,13 @@ export function updatePanel(s) {
   badge.textContent = st;
   badge.className = `badge state-${st}`;
   byId('sandbox-panel').dataset.state = st;
+  // A sandbox no longer listed keeps the details last shown.
+  if (s) byId('panel-details').replaceChildren(...sandboxDetails(s));
 }
 
 export function closePanel() {
   current = null;
+  clear(byId('panel-details'));
   resetOutputs();
   byId('exec-argv').value = '';
   byId('exec-stdin').value = '';

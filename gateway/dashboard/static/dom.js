@@ -187,8 +187,10 @@ export function actionsCell(...children) {
   return el('td', { class: 'actions-cell' }, el('div', { class: 'actions' }, ...children));
 }
 
-export function timeCell(iso, withRelative) {
-  const td = el('td', { text: fmtTime(iso), title: iso || undefined });
+// timeCell shows a time, with how far it is from now when withRelative;
+// cls is the cell's class, if any.
+export function timeCell(iso, withRelative, cls) {
+  const td = el('td', { class: cls ? `time ${cls}` : 'time', text: fmtTime(iso), title: iso || undefined });
   if (withRelative && iso) td.append(el('span', { class: 'hint', text: ` (${relative(iso)})` }));
   return td;
 }

@@ -7,6 +7,7 @@ import {
   closePanel, currentSandbox, initConsole, openPanel, updatePanel,
 } from './console.js';
 import { confirmAction, showSecret } from './dialogs.js';
+import { labelChips, mb, mhz } from './fields.js';
 import {
   actionsCell, byId, el, fillTable, intField, notice, run, busy, submitForm, textField, timeCell,
 } from './dom.js';
@@ -34,8 +35,12 @@ function sandboxRow(s) {
     el('td', { text: String(s.node || '—') }),
     el('td', { text: String(s.profile || '') }),
     el('td', { text: String(s.network || '') }),
+    el('td', { class: 'image' }, el('code', { text: String(s.image || '—') })),
+    el('td', { class: 'num resources' }, el('div', { class: 'cpu', text: mhz(s.cpu_mhz) }), el('div', { class: 'memory', text: mb(s.memory_mb) })),
+    el('td', { class: 'labels' }, labelChips(s.labels)),
     el('td', { text: String(s.principal || '') }),
     timeCell(s.expires_at, live),
+    timeCell(s.ceiling_at, live, 'ceiling'),
     actionsCell(
       el('button', { type: 'button', class: 'open', text: 'Console', on: { click: () => openPanel(s) } }),
       live ? el('button', { type: 'button', class: 'destroy danger', text: 'Destroy', on: { click: (ev) => destroySandbox(id, ev.currentTarget) } }) : null),

@@ -115,3 +115,19 @@ test('a 401 is not shown in the form: the sign-in screen says it', async () => {
   await submitForm({ disabled: false }, box, async () => { throw new ApiError(401, { detail: 'expired' }); });
   assert.deepEqual(box, { textContent: '', hidden: true });
 });
+
+test("a sandbox's labels are key=value pairs sorted by key", async () => {
+  const { labelPairs } = await import('../../static/fields.js');
+  assert.deepEqual(labelPairs({ team: 'ci', purpose: '<b>x</b>' }), ['purpose=<b>x</b>', 'team=ci']);
+  for (const none of [undefined, null, {}, [], 'team=ci']) assert.deepEqual(labelPairs(none), []);
+});
+
+test('resources show with their unit, a missing one as a dash', async () => {
+  const { mb, mhz } = await import('../../static/fields.js');
+  assert.equal(mhz(250), '250 MHz');
+  assert.equal(mb(128), '128 MB');
+  for (const v of [undefined, 0, -1, NaN, '250']) {
+    assert.equal(mhz(v), '—');
+    assert.equal(mb(v), '—');
+  }
+});
