@@ -1,6 +1,7 @@
 package browser_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -195,4 +196,60 @@ func decisionsView(t *testing.T, b *tab) {
 	b.waitTrue(step, "a denial with its rule ids", `!!document.querySelector('#decisions-table tr[data-allow="false"] code.rule')`)
 	first := eval[string](b, `document.getElementById('decisions-updated').textContent`)
 	b.waitTrue(10*time.Second, "the auto-refresh", fmt.Sprintf(`document.getElementById('decisions-updated').textContent !== %s`, jsString(first)))
+
+	// one click shows the denials only, asked of the gateway (allow=false),
+	// each with its violation messages and its decision id
+	b.do(step, "show denials only", chromedp.Click(chromedp.CSS(`label:has(#decisions-result-denied)`), chromedp.NodeVisible))
+	b.waitTrue(step, "only denials", `(() => {
+  const rows = [...document.querySelectorAll('#decisions-table tbody tr')];
+  return rows.length > 0 && rows.every((r) => r.dataset.allow === 'false');
+})()`)
+	got := eval[string](b, `JSON.stringify({
+  asked: performance.getEntriesByType('resource').some((e) => e.name.includes('/v1/decisions?allow=false&limit=500')),
+  rows: [...document.querySelectorAll('#decisions-table tbody tr')].map((r) => ({
+    id: r.querySelector('code.decision-id')?.textContent === r.dataset.decision && /^[0-9a-f]{16,}$/.test(r.dataset.decision),
+    selectAll: getComputedStyle(r.querySelector('code.decision-id')).userSelect === 'all',
+    message: [...r.querySelectorAll('.violation')].some((v) => v.querySelector('code.rule').textContent !== '' && v.querySelector('.msg')?.textContent.length > 3),
+  })),
+})`)
+	var r struct {
+		Asked bool `json:"asked"`
+		Rows  []struct {
+			ID, SelectAll, Message bool
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(got), &r); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Asked {
+		t.Fatalf("the denied-only filter was not passed to GET /v1/decisions: %s", got)
+	}
+	for i, row := range r.Rows {
+		if !row.ID || !row.SelectAll || !row.Message {
+			t.Fatalf("denial %d lacks its decision id (selectable) or its message: %s", i, got)
+		}
+	}
+	if msg := eval[string](b, `document.querySelector('#decisions-table tbody tr .violation[data-rule="B2"] .msg')?.textContent || ''`); !strings.Contains(msg, "memory_mb") {
+		t.Fatalf("the refused create's B2 denial says %q, want its message", msg)
+	}
+	t.Logf("screenshot of the denials: %s", b.screenshot("decisions-denied.png"))
+
+	// the entrypoint and rule filters narrow it further (B2 is decided at authz)
+	b.do(step, "filter authz denials of rule B2", fill("decisions-entrypoint", "authz"), fill("decisions-rule", "b2"),
+		chromedp.Click(chromedp.ID("decisions-apply")))
+	b.waitTrue(step, "authz B2 denials only", `(() => {
+  const rows = [...document.querySelectorAll('#decisions-table tbody tr')];
+  return rows.length > 0 && rows.every((r) => r.dataset.allow === 'false' && r.dataset.entrypoint === 'authz' && r.querySelector('.violation[data-rule="B2"]'));
+})() && performance.getEntriesByType('resource').some((e) => e.name.includes('allow=false&entrypoint=authz&rule=B2'))`)
+
+	// a filter the gateway would refuse is refused beside the form
+	b.do(step, "filter on a bad rule id", fill("decisions-rule", "not a rule!"), chromedp.Click(chromedp.ID("decisions-apply")),
+		chromedp.WaitVisible(chromedp.ID("decisions-error")))
+	if text := eval[string](b, `document.getElementById('decisions-error').textContent`); !strings.Contains(text, "rule must be a rule id") {
+		t.Fatalf("the filter's error says %q", text)
+	}
+	b.besideItsForm("decisions-error", "decisions-filter")
+	b.do(step, "clear the filters", chromedp.Click(chromedp.ID("decisions-clear")), chromedp.WaitNotVisible(chromedp.ID("decisions-error")))
+	b.waitTrue(step, "allows again", `!!document.querySelector('#decisions-table tbody tr[data-allow="true"]')`)
+	t.Logf("screenshot of all decisions: %s", b.screenshot("decisions-all.png"))
 }

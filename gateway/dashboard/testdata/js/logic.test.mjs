@@ -131,3 +131,25 @@ test('resources show with their unit, a missing one as a dash', async () => {
     assert.equal(mb(v), '—');
   }
 });
+
+test('the decision filters become the query of GET /v1/decisions', async () => {
+  const { decisionsQuery } = await import('../../static/decisions.js');
+  assert.equal(decisionsQuery({}), '?limit=50');
+  assert.equal(decisionsQuery({ allow: 'false', limit: 500 }), '?allow=false&limit=500');
+  assert.equal(decisionsQuery({
+    allow: 'true', entrypoint: 'hosts', principal: 'agent:ci & co', rule: 'p2',
+  }), '?allow=true&entrypoint=hosts&principal=agent%3Aci+%26+co&rule=P2&limit=50');
+});
+
+for (const [name, filters] of [
+  ['a result other than all, allowed or denied', { allow: 'maybe' }],
+  ['an unknown entrypoint', { entrypoint: 'isolation' }],
+  ['a principal past 128 bytes', { principal: 'é'.repeat(65) }],
+  ['a rule that is not a rule id', { rule: 'not a rule!' }],
+  ['a rule id past 32 bytes', { rule: 'R'.repeat(33) }],
+]) {
+  test(`the decision filters refuse ${name}`, async () => {
+    const { decisionsQuery } = await import('../../static/decisions.js');
+    assert.throws(() => decisionsQuery(filters), InputError);
+  });
+}
