@@ -61,10 +61,15 @@ func TestTheOperatorDrivesTheDashboardInARealBrowser(t *testing.T) {
 	b.clean()
 	t.Logf("screenshot of the decisions view: %s", b.screenshot("dashboard.png"))
 
-	b.do(step, "sign out", chromedp.Click(chromedp.ID("sign-out"), chromedp.NodeVisible),
+	b.do(step, "sign out with decision filters set",
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('decisions-result-denied').checked = true; document.getElementById('decisions-principal').value = 'agent:someone'`),
+		chromedp.Click(chromedp.ID("sign-out"), chromedp.NodeVisible),
 		chromedp.WaitVisible(chromedp.ID("sign-in")))
 	if rows := eval[int](b, `document.querySelectorAll('tbody tr').length`); rows != 0 {
 		t.Fatalf("signing out left %d table rows of API data in the page", rows)
+	}
+	if !eval[bool](b, `document.getElementById('decisions-result-all').checked && document.getElementById('decisions-principal').value === '' && [...document.querySelectorAll('.form-error')].every((e) => e.hidden && e.textContent === '')`) {
+		t.Fatal("signing out left the decision filters or a form's error for the next session")
 	}
 	b.secretGone("after sign-out", g.operator)
 	b.storageEmpty("after sign-out")

@@ -11,7 +11,9 @@ import {
 import { NEEDED, missingCapabilities } from './caps.js';
 import { closeAllDialogs, initDialogs } from './dialogs.js';
 import { closePanel } from './console.js';
-import { initDecisions, startDecisions, stopDecisions } from './decisions.js';
+import {
+  initDecisions, resetDecisions, startDecisions, stopDecisions,
+} from './decisions.js';
 import {
   byId, clear, clearError, clearFormErrors, describe, disableAll, notice, run, showError, state,
 } from './dom.js';
@@ -84,6 +86,7 @@ function wipe() {
   byId('replay-summary').hidden = true;
   byId('policy-summary').textContent = '';
   clearFormErrors();
+  resetDecisions();
   clear(byId('node-names'));
   closePanel();
   notice('');

@@ -158,6 +158,14 @@ function apply() {
   return submitForm(byId('decisions-apply'), byId('decisions-error'), applyFilters);
 }
 
+// resetDecisions forgets the filters (signing out): the next session
+// starts with every decision.
+export function resetDecisions() {
+  byId('decisions-filter').reset();
+  applied = decisionsQuery({});
+  seq++; // an answer still on its way is dropped
+}
+
 export function initDecisions() {
   const form = byId('decisions-filter');
   form.addEventListener('submit', (ev) => {
@@ -167,10 +175,9 @@ export function initDecisions() {
   // A choice applies at once; typed text on Enter, Apply or leaving the field.
   form.addEventListener('change', () => { apply(); });
   byId('decisions-clear').addEventListener('click', () => {
-    byId('decisions-result-all').checked = true;
-    byId('decisions-entrypoint').value = '';
-    byId('decisions-principal').value = '';
-    byId('decisions-rule').value = '';
+    const limit = byId('decisions-limit').value;
+    form.reset();
+    byId('decisions-limit').value = limit;
     apply();
   });
   byId('decisions-refresh').addEventListener('click', (ev) => busy(ev.currentTarget, loadDecisions));
