@@ -255,3 +255,43 @@ func fill(id, value string) chromedp.Action[chromedp.Void] {
   e.dispatchEvent(new Event('change', {bubbles: true}));
 })()`, jsString(id), jsString(value)))
 }
+
+// cellsStayCells checks every cell of a table's body is laid out as a
+// table cell (a td made a flex box breaks the row's borders) and that the
+// row buttons sit in a flex wrapper inside their cell.
+func (b *tab) cellsStayCells(table string) {
+	b.t.Helper()
+	got := eval[string](b, fmt.Sprintf(`(() => {
+  const cells = [...document.querySelectorAll('#%s tbody td')];
+  const wrong = cells.filter((td) => getComputedStyle(td).display !== 'table-cell').map((td) => td.className || td.textContent.slice(0, 20));
+  const wrappers = [...document.querySelectorAll('#%[1]s tbody td.actions-cell > .actions')];
+  return JSON.stringify({cells: cells.length, wrong, actions: wrappers.length, flex: wrappers.every((d) => getComputedStyle(d).display === 'flex')});
+})()`, table))
+	var r struct {
+		Cells   int      `json:"cells"`
+		Wrong   []string `json:"wrong"`
+		Actions int      `json:"actions"`
+		Flex    bool     `json:"flex"`
+	}
+	if err := json.Unmarshal([]byte(got), &r); err != nil {
+		b.t.Fatalf("#%s cells: %v (%s)", table, err, got)
+	}
+	if r.Cells == 0 || r.Actions == 0 || len(r.Wrong) > 0 || !r.Flex {
+		b.t.Fatalf("#%s: every td must be display: table-cell, its buttons in a flex wrapper: %s", table, got)
+	}
+}
+
+// besideItsForm checks an error box is shown inside or right after its
+// form, and that the global error banner stayed hidden.
+func (b *tab) besideItsForm(box, form string) {
+	b.t.Helper()
+	got := eval[string](b, fmt.Sprintf(`(() => {
+  const box = document.getElementById(%s), form = document.getElementById(%s);
+  const placed = form.contains(box) || form.nextElementSibling === box;
+  const r = box.getBoundingClientRect();
+  return JSON.stringify({placed, visible: !box.hidden && r.height > 0, banner: !document.getElementById('error').hidden});
+})()`, jsString(box), jsString(form)))
+	if got != `{"placed":true,"visible":true,"banner":false}` {
+		b.t.Fatalf("the error #%s is not shown beside #%s (and only there): %s", box, form, got)
+	}
+}

@@ -11,8 +11,9 @@ import (
 )
 
 // The hosts view: rows, bars and their colours, state changes (draining
-// asks first), enrollment with a budget, a refused enrollment with its
-// rule, and unenrollment that reclaims.
+// asks first), enrollment with a budget, the control plane marked and
+// offering no Enroll, a refused enrollment with its rule, and
+// unenrollment that reclaims.
 func hostsView(t *testing.T, b *tab, g *gateway) {
 	t.Helper()
 	b.do(step, "open the hosts view",
@@ -29,6 +30,7 @@ func hostsView(t *testing.T, b *tab, g *gateway) {
 	if !regexp.MustCompile(`^\{"rows":[3-9],"enrolled":[2-9],"usage":[1-9][0-9]*,"budget":[2-9],"states":[2-9]\}$`).MatchString(got) {
 		t.Fatalf("the hosts view lacks rows, bars or state controls: %s", got)
 	}
+	b.cellsStayCells("hosts-table")
 
 	// the bands' colours: the simulated nodes sit at 0 %, so the bars are
 	// drawn here with the page's own module and style sheet
@@ -77,15 +79,35 @@ func hostsView(t *testing.T, b *tab, g *gateway) {
 	b.waitTrue(step, "the new budget", `document.querySelector('#hosts-table tr[data-node="worker-1"] .bar[data-kind="sandboxes"]').textContent.includes('/5') &&
   document.querySelector('#hosts-table tr[data-node="worker-1"] .bar[data-kind="memory-budget"]').textContent.includes('/4096 MB')`)
 
-	// enrolling the control plane is refused (P2), with the rule in the dialog
-	b.do(step, "enroll the control plane",
-		chromedp.Click(chromedp.CSS(`#hosts-table tr[data-enrollment="none"] button.enroll`)),
+	// the control plane is marked, says why, and offers no Enroll (P2
+	// would refuse it)
+	cp := eval[string](b, `JSON.stringify([...document.querySelectorAll('#hosts-table tr[data-control-plane="true"]')].map((tr) => ({
+  node: tr.dataset.node,
+  badge: tr.querySelector('.badge.control-plane')?.textContent,
+  tooltip: tr.querySelector('.badge.control-plane')?.title,
+  note: tr.querySelector('.cp-note')?.textContent,
+  enroll: [...tr.querySelectorAll('button')].filter((e) => !e.disabled && /enroll/i.test(e.textContent) && !/unenroll/i.test(e.textContent)).length})))`)
+	const why = "sandgate never places sandboxes on a Nomad server node (rule P2)"
+	if want := `[{"node":"control-1","badge":"control plane","tooltip":"` + why + `","note":"Not enrollable: ` + why + `.","enroll":0}]`; cp != want {
+		t.Fatalf("the control plane's row: %s\nwant %s", cp, want)
+	}
+	if n := eval[int](b, `document.querySelectorAll('#hosts-table tr[data-control-plane="false"] .badge.control-plane').length`); n != 0 {
+		t.Fatalf("%d workers are marked as control planes", n)
+	}
+
+	// a refused enrollment shows its rule in the dialog, beside the form
+	b.do(step, "re-enroll worker-1 with more memory than it has",
+		chromedp.Click(chromedp.CSS(`#hosts-table tr[data-node="worker-1"] button.enroll`)),
 		chromedp.WaitVisible(chromedp.ID("enroll-dialog")),
+		fill("enroll-memory", "99999999"),
 		chromedp.Click(chromedp.ID("enroll-submit")),
 		chromedp.WaitVisible(chromedp.ID("enroll-error")),
 	)
-	if text := eval[string](b, `document.getElementById('enroll-error').textContent`); !strings.Contains(text, "rule ids: ") || !strings.Contains(text, "P2") {
-		t.Fatalf("the refused enrollment shows %q, want rule P2", text)
+	if text := eval[string](b, `document.getElementById('enroll-error').textContent`); !strings.Contains(text, "rule ids: ") || !strings.Contains(text, "B1") {
+		t.Fatalf("the refused enrollment shows %q, want rule B1", text)
+	}
+	if eval[bool](b, `!document.getElementById('error').hidden`) {
+		t.Fatal("the refused enrollment also went to the global error banner")
 	}
 	b.do(step, "cancel", chromedp.Click(chromedp.ID("enroll-cancel")), chromedp.WaitNotVisible(chromedp.ID("enroll-dialog")))
 

@@ -49,6 +49,7 @@ func mintAndRevoke(t *testing.T, b *tab, g *gateway) {
 
 	mine := `[...document.querySelectorAll('#tokens-table tr[data-revoked="%s"]')].find((r) => r.textContent.includes('browser test 0'))`
 	b.waitTrue(step, "the minted token's row", "!!"+fmt.Sprintf(mine, "false"))
+	b.cellsStayCells("tokens-table")
 	b.do(step, "revoke it",
 		chromedp.Evaluate[chromedp.Void](fmt.Sprintf(mine, "false")+`.querySelector('button.revoke').id = 'revoke-me'`),
 		chromedp.Click(chromedp.ID("revoke-me")),

@@ -11,9 +11,11 @@ import {
 import { NEEDED, missingCapabilities } from './caps.js';
 import { closeAllDialogs, initDialogs } from './dialogs.js';
 import { closePanel } from './console.js';
-import { initDecisions, startDecisions, stopDecisions } from './decisions.js';
 import {
-  byId, clear, clearError, describe, disableAll, notice, run, showError, state,
+  initDecisions, resetDecisions, startDecisions, stopDecisions,
+} from './decisions.js';
+import {
+  byId, clear, clearError, clearFormErrors, describe, disableAll, notice, run, showError, state,
 } from './dom.js';
 import { initHosts, loadHosts } from './hosts.js';
 import { initPolicy, loadPolicy } from './policy.js';
@@ -83,6 +85,8 @@ function wipe() {
   clear(byId('replay-table').tBodies[0]);
   byId('replay-summary').hidden = true;
   byId('policy-summary').textContent = '';
+  clearFormErrors();
+  resetDecisions();
   clear(byId('node-names'));
   closePanel();
   notice('');

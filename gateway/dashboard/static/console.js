@@ -5,8 +5,9 @@
 
 import { request, path } from './api.js';
 import { parseArgv } from './argv.js';
+import { sandboxDetails } from './fields.js';
 import {
-  byId, busy, clear, el, fmtTime, intField, notice, run,
+  byId, clear, clearFormErrors, el, fmtTime, intField, notice, run, submitForm,
 } from './dom.js';
 
 let current = null; // the id of the sandbox the panel shows
@@ -23,6 +24,7 @@ function resetOutputs() {
   }
   clear(byId('exec-flags'));
   byId('logs-output').hidden = true;
+  clearFormErrors(byId('sandbox-panel'));
 }
 
 // openPanel shows the panel for a sandbox (a list entry).
@@ -47,10 +49,13 @@ export function updatePanel(s) {
   badge.textContent = st;
   badge.className = `badge state-${st}`;
   byId('sandbox-panel').dataset.state = st;
+  // A sandbox no longer listed keeps the details last shown.
+  if (s) byId('panel-details').replaceChildren(...sandboxDetails(s));
 }
 
 export function closePanel() {
   current = null;
+  clear(byId('panel-details'));
   resetOutputs();
   byId('exec-argv').value = '';
   byId('exec-stdin').value = '';
@@ -80,7 +85,7 @@ async function exec(ev) {
   ev.preventDefault();
   const id = current;
   if (!id) return;
-  await busy(byId('exec-run'), async () => {
+  await submitForm(byId('exec-run'), byId('exec-error'), async () => {
     const body = { argv: parseArgv(byId('exec-argv').value) };
     const stdin = byId('exec-stdin').value;
     if (stdin !== '') body.stdin = stdin;
@@ -95,7 +100,7 @@ async function logs(ev) {
   ev.preventDefault();
   const id = current;
   if (!id) return;
-  await busy(byId('logs-fetch'), async () => {
+  await submitForm(byId('logs-fetch'), byId('logs-error'), async () => {
     const q = new URLSearchParams({ stream: byId('logs-stream').value });
     const tail = intField(byId('logs-tail'), 'tail');
     if (tail !== undefined) q.set('tail_bytes', String(tail));
@@ -111,7 +116,7 @@ async function extend(ev) {
   ev.preventDefault();
   const id = current;
   if (!id) return;
-  await busy(byId('extend-submit'), async () => {
+  await submitForm(byId('extend-submit'), byId('extend-error'), async () => {
     const ttl = intField(byId('extend-ttl'), 'TTL');
     if (ttl === undefined) throw new Error('TTL is required');
     const s = await request('POST', path('/v1/sandboxes', id, 'extend'), { body: { ttl_seconds: ttl } });

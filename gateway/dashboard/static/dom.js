@@ -93,7 +93,42 @@ export async function run(fn) {
   }
 }
 
-// busy disables a button while an action runs.
+// showFormError shows an error in a form's own error box (a .form-error
+// element beside the form's controls).
+export function showFormError(box, err) {
+  box.textContent = describe(err);
+  box.hidden = false;
+}
+
+export function clearFormError(box) {
+  box.textContent = '';
+  box.hidden = true;
+}
+
+// clearFormErrors empties every form's error box (signing out, a new sandbox in the panel).
+export function clearFormErrors(root = document) {
+  for (const box of root.querySelectorAll('.form-error')) clearFormError(box);
+}
+
+// submitForm runs a form's action with its button disabled. What goes
+// wrong shows in the form's own error box, not the global banner; a
+// success clears the box. A 401 has already returned to the sign-in screen.
+export async function submitForm(button, box, fn) {
+  button.disabled = true;
+  try {
+    const v = await fn();
+    clearFormError(box);
+    return v;
+  } catch (err) {
+    if (!(err instanceof ApiError && err.status === 401)) showFormError(box, err);
+    return undefined;
+  } finally {
+    button.disabled = state.locked;
+  }
+}
+
+// busy disables a button while an action runs; an error goes to the
+// global banner (actions that belong to no form).
 export async function busy(button, fn) {
   button.disabled = true;
   try {
@@ -145,8 +180,17 @@ export function relative(iso, now = Date.now()) {
   return s >= 0 ? `in ${v}` : `${v} ago`;
 }
 
-export function timeCell(iso, withRelative) {
-  const td = el('td', { text: fmtTime(iso), title: iso || undefined });
+// actionsCell is the cell of a row's buttons. The flex layout is on a
+// wrapper inside it: a td must stay display: table-cell, or the row's
+// borders break.
+export function actionsCell(...children) {
+  return el('td', { class: 'actions-cell' }, el('div', { class: 'actions' }, ...children));
+}
+
+// timeCell shows a time, with how far it is from now when withRelative;
+// cls is the cell's class, if any.
+export function timeCell(iso, withRelative, cls) {
+  const td = el('td', { class: cls ? `time ${cls}` : 'time', text: fmtTime(iso), title: iso || undefined });
   if (withRelative && iso) td.append(el('span', { class: 'hint', text: ` (${relative(iso)})` }));
   return td;
 }

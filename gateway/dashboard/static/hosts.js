@@ -6,7 +6,7 @@ import { request, path } from './api.js';
 import { budgetBars, usageBars } from './bars.js';
 import { confirmAction } from './dialogs.js';
 import {
-  byId, clear, describe, el, fillTable, intField, notice, run, busy, state,
+  actionsCell, byId, clear, clearFormError, el, fillTable, intField, notice, run, busy, showFormError, state,
 } from './dom.js';
 
 const STATES = ['active', 'frozen', 'reserved', 'draining'];
@@ -30,11 +30,27 @@ function nomadText(n) {
   return `${n.status || '?'} · ${n.eligibility || '?'}${n.drain ? ' · draining' : ''}`;
 }
 
+// P2 is why a control-plane node offers no enrollment.
+const P2_TEXT = 'sandgate never places sandboxes on a Nomad server node (rule P2)';
+
+// controlPlane says whether the gateway found a Nomad server on the host
+// (its co-location verdict): the policy refuses to enroll it (P2).
+function controlPlane(h) {
+  return h.control_plane === true;
+}
+
 function hostRow(h) {
   const name = String(h.name || '');
-  const tr = el('tr', { dataset: { node: name, enrollment: String(h.enrollment || 'none'), state: String(h.state || '') } });
+  const cp = controlPlane(h);
+  const tr = el('tr', {
+    dataset: {
+      node: name, enrollment: String(h.enrollment || 'none'), state: String(h.state || ''), controlPlane: String(cp),
+    },
+  });
   tr.append(
-    el('td', {}, el('strong', { text: name }), el('div', { class: 'hint', text: String(h.datacenter || '') })),
+    el('td', {}, el('strong', { text: name }),
+      cp ? el('span', { class: 'badge control-plane', text: 'control plane', title: P2_TEXT }) : null,
+      el('div', { class: 'hint', text: String(h.datacenter || '') })),
     el('td', {}, el('span', { class: `badge enroll-${enrolled(h) ? 'yes' : 'no'}`, text: String(h.enrollment || 'none') })),
     el('td', {}, enrolled(h) ? stateSelect(h) : el('span', { class: 'hint', text: '—' })),
     el('td', { class: h.nomad && h.nomad.status === 'ready' ? '' : 'bad', text: nomadText(h.nomad) }),
@@ -42,8 +58,11 @@ function hostRow(h) {
     el('td', { class: 'bars' }, usageBars(h.usage)),
     el('td', { class: 'bars' }, enrolled(h) ? budgetBars(h.budget) : el('span', { class: 'hint', text: 'not enrolled' })),
     el('td', { class: 'num', text: String(h.live_sandboxes ?? 0) }),
-    el('td', { class: 'actions' },
-      el('button', { type: 'button', class: 'enroll', text: enrolled(h) ? 'Re-enroll' : 'Enroll', on: { click: () => openEnroll(h) } }),
+    // A control plane offers no Enroll: the policy always refuses it. One
+    // enrolled before that decision existed can still be unenrolled.
+    actionsCell(
+      cp ? el('span', { class: 'hint cp-note', text: `Not enrollable: ${P2_TEXT}.` })
+        : el('button', { type: 'button', class: 'enroll', text: enrolled(h) ? 'Re-enroll' : 'Enroll', on: { click: () => openEnroll(h) } }),
       enrolled(h) ? el('button', { type: 'button', class: 'unenroll danger', text: 'Unenroll', on: { click: (ev) => unenroll(h, ev.currentTarget) } }) : null),
   );
   return tr;
@@ -101,7 +120,7 @@ function openEnroll(h) {
   put('enroll-max', limits.max_sandboxes);
   put('enroll-cpu', limits.cpu_mhz);
   put('enroll-memory', limits.memory_mb);
-  byId('enroll-error').hidden = true;
+  clearFormError(byId('enroll-error'));
   byId('enroll-dialog').showModal();
 }
 
@@ -121,12 +140,12 @@ async function submitEnroll(ev) {
     const body = { egress: byId('enroll-egress').checked };
     if (Object.keys(budget).length) body.budget = budget;
     await request('PUT', path('/v1/hosts', h.name, 'enrollment'), { body });
+    clearFormError(errBox);
     byId('enroll-dialog').close('ok');
     notice(`${h.name} is enrolled${body.egress ? ' for egress' : ''}`);
     await run(loadHosts);
   } catch (err) {
-    errBox.textContent = describe(err);
-    errBox.hidden = false;
+    showFormError(errBox, err);
   }
 }
 

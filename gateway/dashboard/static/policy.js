@@ -4,7 +4,7 @@
 
 import { path, request } from './api.js';
 import {
-  byId, el, fillTable, fmtTime, busy, intField, textField, InputError,
+  byId, el, fillTable, fmtTime, busy, intField, submitForm, textField, InputError,
 } from './dom.js';
 
 export async function loadPolicy() {
@@ -78,6 +78,6 @@ export function initPolicy() {
   byId('policy-refresh').addEventListener('click', (ev) => busy(ev.currentTarget, loadPolicy));
   byId('replay-form').addEventListener('submit', (ev) => {
     ev.preventDefault();
-    busy(byId('replay-submit'), replayCandidate);
+    submitForm(byId('replay-submit'), byId('replay-error'), replayCandidate);
   });
 }

@@ -7,8 +7,9 @@ import {
   closePanel, currentSandbox, initConsole, openPanel, updatePanel,
 } from './console.js';
 import { confirmAction, showSecret } from './dialogs.js';
+import { labelChips, mb, mhz } from './fields.js';
 import {
-  byId, el, fillTable, intField, notice, run, busy, showError, textField, timeCell,
+  actionsCell, byId, el, fillTable, intField, notice, run, busy, submitForm, textField, timeCell,
 } from './dom.js';
 
 export async function loadSandboxes() {
@@ -34,9 +35,13 @@ function sandboxRow(s) {
     el('td', { text: String(s.node || '—') }),
     el('td', { text: String(s.profile || '') }),
     el('td', { text: String(s.network || '') }),
+    el('td', { class: 'image' }, el('code', { text: String(s.image || '—') })),
+    el('td', { class: 'num resources' }, el('div', { class: 'cpu', text: mhz(s.cpu_mhz) }), el('div', { class: 'memory', text: mb(s.memory_mb) })),
+    el('td', { class: 'labels' }, labelChips(s.labels)),
     el('td', { text: String(s.principal || '') }),
     timeCell(s.expires_at, live),
-    el('td', { class: 'actions' },
+    timeCell(s.ceiling_at, live, 'ceiling'),
+    actionsCell(
       el('button', { type: 'button', class: 'open', text: 'Console', on: { click: () => openPanel(s) } }),
       live ? el('button', { type: 'button', class: 'destroy danger', text: 'Destroy', on: { click: (ev) => destroySandbox(id, ev.currentTarget) } }) : null),
   );
@@ -71,7 +76,7 @@ function createBody() {
 async function create(ev) {
   ev.preventDefault();
   const status = byId('create-status');
-  await busy(byId('create-submit'), async () => {
+  await submitForm(byId('create-submit'), byId('create-error'), async () => {
     const body = createBody();
     status.textContent = 'creating… (waits until the allocation runs)';
     let sb;
@@ -84,10 +89,9 @@ async function create(ev) {
     if (sb) delete sb.token; // the dialog holds the only copy
     if (secret) showSecret(`Session token for sandbox ${sb.id}`, secret);
     if (sb && sb.state === 'failed') {
-      showError(new ApiError(0, { code: 'placement_failed', detail: `sandbox ${sb.id} failed: ${sb.last_error || 'no reason given'}` }));
-    } else if (sb) {
-      notice(`sandbox ${sb.id} is ${sb.state}`);
+      throw new ApiError(0, { code: 'placement_failed', detail: `sandbox ${sb.id} failed: ${sb.last_error || 'no reason given'}` });
     }
+    if (sb) notice(`sandbox ${sb.id} is ${sb.state}`);
   });
   await run(loadSandboxes);
 }

@@ -5,7 +5,7 @@
 import { request, path } from './api.js';
 import { confirmAction, showSecret } from './dialogs.js';
 import {
-  byId, el, fillTable, intField, notice, run, busy, textField, timeCell,
+  actionsCell, byId, el, fillTable, intField, notice, run, busy, submitForm, textField, timeCell,
 } from './dom.js';
 
 export async function loadTokens() {
@@ -28,7 +28,7 @@ function tokenRow(t) {
     timeCell(t.expires_at, !revoked),
     timeCell(t.last_used, false),
     revoked ? timeCell(t.revoked_at, false) : el('td', { text: 'no' }),
-    el('td', { class: 'actions' }, revoked ? null
+    actionsCell(revoked ? null
       : el('button', { type: 'button', class: 'revoke danger', text: 'Revoke', on: { click: (ev) => revoke(t, ev.currentTarget) } })),
   );
   if (revoked) tr.classList.add('muted');
@@ -47,7 +47,7 @@ async function revoke(t, button) {
 
 async function mint(ev) {
   ev.preventDefault();
-  await busy(byId('mint-submit'), async () => {
+  await submitForm(byId('mint-submit'), byId('mint-error'), async () => {
     const role = byId('mint-role').value;
     const ttl = intField(byId('mint-ttl'), 'TTL');
     if (ttl === undefined) throw new Error('TTL is required');

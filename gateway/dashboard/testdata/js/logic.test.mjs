@@ -6,7 +6,7 @@ import { NEEDED, missingCapabilities } from '../../static/caps.js';
 import { BUDGET, USAGE, level, percent } from '../../static/bars.js';
 import { ApiError } from '../../static/api.js';
 import {
-  InputError, describe, fmtTime, intField, relative, textField,
+  InputError, describe, fmtTime, intField, relative, submitForm, textField,
 } from '../../static/dom.js';
 
 test('a gateway advertising everything lacks nothing', () => {
@@ -91,3 +91,65 @@ test('a replay query takes an RFC 3339 since and a limit, and refuses other time
   assert.throws(() => replayQuery('yesterday', undefined), InputError);
   assert.throws(() => replayQuery('12/01/2026', undefined), InputError);
 });
+
+test("a form's failed action shows in the form's own box, and re-enables its button", async () => {
+  const button = { disabled: false };
+  const box = { textContent: '', hidden: true };
+  await submitForm(button, box, async () => {
+    assert.equal(button.disabled, true);
+    throw new ApiError(403, { code: 'policy_denied', detail: 'B1: too big', rule_ids: ['B1'] });
+  });
+  assert.equal(box.hidden, false);
+  assert.ok(box.textContent.includes('rule ids: B1'), box.textContent);
+  assert.equal(button.disabled, false);
+});
+
+test("a form's next successful action clears its box", async () => {
+  const box = { textContent: 'policy_denied (HTTP 403): B1', hidden: false };
+  assert.equal(await submitForm({ disabled: false }, box, async () => 7), 7);
+  assert.deepEqual(box, { textContent: '', hidden: true });
+});
+
+test('a 401 is not shown in the form: the sign-in screen says it', async () => {
+  const box = { textContent: '', hidden: true };
+  await submitForm({ disabled: false }, box, async () => { throw new ApiError(401, { detail: 'expired' }); });
+  assert.deepEqual(box, { textContent: '', hidden: true });
+});
+
+test("a sandbox's labels are key=value pairs sorted by key", async () => {
+  const { labelPairs } = await import('../../static/fields.js');
+  assert.deepEqual(labelPairs({ team: 'ci', purpose: '<b>x</b>' }), ['purpose=<b>x</b>', 'team=ci']);
+  for (const none of [undefined, null, {}, [], 'team=ci']) assert.deepEqual(labelPairs(none), []);
+});
+
+test('resources show with their unit, a missing one as a dash', async () => {
+  const { mb, mhz } = await import('../../static/fields.js');
+  assert.equal(mhz(250), '250 MHz');
+  assert.equal(mb(128), '128 MB');
+  for (const v of [undefined, 0, -1, NaN, '250']) {
+    assert.equal(mhz(v), '—');
+    assert.equal(mb(v), '—');
+  }
+});
+
+test('the decision filters become the query of GET /v1/decisions', async () => {
+  const { decisionsQuery } = await import('../../static/decisions.js');
+  assert.equal(decisionsQuery({}), '?limit=50');
+  assert.equal(decisionsQuery({ allow: 'false', limit: 500 }), '?allow=false&limit=500');
+  assert.equal(decisionsQuery({
+    allow: 'true', entrypoint: 'hosts', principal: 'agent:ci & co', rule: 'p2',
+  }), '?allow=true&entrypoint=hosts&principal=agent%3Aci+%26+co&rule=P2&limit=50');
+});
+
+for (const [name, filters] of [
+  ['a result other than all, allowed or denied', { allow: 'maybe' }],
+  ['an unknown entrypoint', { entrypoint: 'isolation' }],
+  ['a principal past 128 bytes', { principal: 'é'.repeat(65) }],
+  ['a rule that is not a rule id', { rule: 'not a rule!' }],
+  ['a rule id past 32 bytes', { rule: 'R'.repeat(33) }],
+]) {
+  test(`the decision filters refuse ${name}`, async () => {
+    const { decisionsQuery } = await import('../../static/decisions.js');
+    assert.throws(() => decisionsQuery(filters), InputError);
+  });
+}
