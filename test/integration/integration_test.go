@@ -166,6 +166,17 @@ func TestTheAgentFlowOverHTTP(t *testing.T) {
 	if r.status != http.StatusOK || r.object(t)["exit_code"] != float64(3) {
 		t.Fatalf("exec exit 3: %d %s", r.status, r.body)
 	}
+	// Binary stdin, an env entry and an output cap, as the wrapper runs them.
+	r = g.call(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{
+		"argv": []string{"cat"}, "stdin_base64": "AAEC/w==", "env": map[string]string{"LANG": "C"}, "max_output_bytes": 2,
+	})
+	if m := r.object(t); r.status != http.StatusOK || m["exit_code"] != float64(0) || m["stdout_bytes"] != float64(4) || m["stdout_truncated"] != true {
+		t.Fatalf("exec with binary stdin and a 2-byte cap: %d %s", r.status, r.body)
+	}
+	r = g.call(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"env"}, "env": map[string]string{"NOMAD_TOKEN": "x"}})
+	if r.status != http.StatusForbidden || !strings.Contains(string(r.body), `"rule_ids":["E1"]`) {
+		t.Fatalf("a reserved env name: %d %s", r.status, r.body)
+	}
 	if r = g.call(t, http.MethodGet, "/v1/sandboxes/"+id+"/logs?tail_bytes=1024", session, nil); r.status != http.StatusOK {
 		t.Fatalf("logs: %d %s", r.status, r.body)
 	}
