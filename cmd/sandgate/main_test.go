@@ -138,11 +138,22 @@ func TestTheDemoSaysTheClusterIsSimulated(t *testing.T) {
 	}
 }
 
+// `sandgate policy test` runs a bundle's Rego tests and fails when one
+// fails. A copy with one small test per entrypoint keeps it quick: the
+// embedded bundle's own tests run in package policies and in `opa test`.
 func TestPolicyTestRunsTheBundleTests(t *testing.T) {
 	t.Parallel()
-	code, out, stderr := runCLI(t, "", "policy", "test")
+	dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), policies.EntrypointNames())
+	code, out, stderr := runCLI(t, "", "policy", "test", "--policy-dir", dir)
 	if code != exitOK || !strings.Contains(out, " passed, 0 failed") {
 		t.Fatalf("exit %d\n%s%s", code, out, stderr)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "authz", "zz_test.rego"), []byte("package sandgate.authz_test\n\ntest_fails if false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = runCLI(t, "", "policy", "test", "--policy-dir", dir)
+	if code == exitOK || !strings.Contains(out+stderr, "test_fails") {
+		t.Fatalf("a failing test: exit %d\n%s%s", code, out, stderr)
 	}
 }
 
