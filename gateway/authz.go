@@ -85,6 +85,7 @@ func (s *Server) authzInput(c echo.Context, tok *policies.TokenFacts, newBody fu
 		}
 		in.Request.Body = body.policyBody()
 	}
+	in.Request.IdempotencyKey = c.Request().Header.Get(headerIdempotencyKey) != ""
 	if c.Path() == "/v1/sandboxes/:id/logs" {
 		q, err := logsQuery(c)
 		if err != nil {

@@ -31,6 +31,19 @@ func (s *Server) createSandbox(c echo.Context) error {
 	if body == nil {
 		body = &createRequest{}
 	}
+	// A repeat of a keyed create answers the sandbox the key made.
+	idem, err := idempotencyOf(c, cl, body)
+	if err != nil {
+		return err
+	}
+	if idem != nil {
+		if rec, ok, err := s.earlierCreate(c, idem); err != nil || ok {
+			if err != nil {
+				return err
+			}
+			return s.answerRepeat(c, body, idem, rec)
+		}
+	}
 	st := s.cfg.Engine.Settings()
 	now := s.cfg.Now().UTC().Truncate(time.Second)
 	cpu := deref(body.CPUMHz, int64(st.Sandbox.DefaultCPUMHz))
@@ -57,9 +70,17 @@ func (s *Server) createSandbox(c echo.Context) error {
 		case cand.full && denied != nil:
 			return denied // every node that had room was tried
 		}
-		res, err = s.reserveOn(c, cl, createPlan{body: body, settings: st, cpu: cpu, mem: mem, now: now}, cand)
+		res, err = s.reserveOn(c, cl, createPlan{body: body, settings: st, cpu: cpu, mem: mem, now: now, idem: idem}, cand)
 		if err == nil {
 			break
+		}
+		// A racing repeat of the key reserved first: answer its sandbox.
+		if conflict := (*store.IdempotencyConflictError)(nil); errors.As(err, &conflict) {
+			rec, gerr := s.cfg.Store.Get(ctx, conflict.ID)
+			if gerr != nil {
+				return unavailable("the store could not be read; nothing was changed", gerr)
+			}
+			return s.answerRepeat(c, body, idem, rec)
 		}
 		if deref(body.Node, "") != "" || cand.full || len(exclude) >= maxRepicks || !nodeBudgetOnly(err) {
 			return err
@@ -139,6 +160,7 @@ type createPlan struct {
 	settings policies.Settings
 	cpu, mem int64
 	now      time.Time
+	idem     *idempotency // nil: no Idempotency-Key
 }
 
 // reserveOn renders the sandbox for cand, mints its session token and, in
@@ -181,6 +203,9 @@ func (s *Server) reserveOn(c echo.Context, cl *caller, plan createPlan, cand can
 		CreatedAt: now, ExpiresAt: now.Add(spec.TTL), CeilingAt: spec.CeilingAt(), UpdatedAt: now,
 		TokenDigest: token.Digest(raw), TokenJTI: claims.ID, Spec: jobJSON,
 	}
+	if plan.idem != nil {
+		rec.IdempotencyKey, rec.RequestDigest = plan.idem.key, plan.idem.digest
+	}
 	if rec.ExpiresAt.After(rec.CeilingAt) {
 		rec.ExpiresAt = rec.CeilingAt
 	}
@@ -220,6 +245,9 @@ func (s *Server) reserveOn(c echo.Context, cl *caller, plan createPlan, cand can
 		var p *Problem
 		if errors.As(err, &p) {
 			return reservation{}, p
+		}
+		if conflict := (*store.IdempotencyConflictError)(nil); errors.As(err, &conflict) {
+			return reservation{}, conflict // a racing repeat of the key: createSandbox answers its sandbox
 		}
 		return reservation{}, unavailable("the sandbox could not be reserved; nothing was changed", err)
 	}

@@ -56,55 +56,57 @@ const problemTypeBase = "urn:sandgate:problem:"
 
 // Codes and their statuses. The code is the stable, machine-readable part.
 const (
-	codeInvalidRequest   = "invalid_request"
-	codeUnauthenticated  = "unauthenticated"
-	codeTokenExpired     = "token_expired"
-	codePolicyDenied     = "policy_denied"
-	codeNotFound         = "sandbox_not_found"
-	codeRouteNotFound    = "not_found"
-	codeMethodNotAllowed = "method_not_allowed"
-	codeNotRunning       = "sandbox_not_running"
-	codeExpired          = "sandbox_expired"
-	codeEnded            = "sandbox_ended"
-	codeLost             = "sandbox_lost"
-	codeTooLarge         = "payload_too_large"
-	codeHeaderTooLarge   = "header_too_large"
-	codeBudget           = "budget_exhausted"
-	codeNomadUnavailable = "nomad_unavailable"
-	codeNoNode           = "no_enrolled_node"
-	codeHostNotFound     = "host_not_found"
-	codeNotEnrolled      = "host_not_enrolled"
-	codeSandboxesLive    = "sandboxes_live"
-	codeTokenNotFound    = "token_not_found"
-	codeUnavailable      = "unavailable"
-	codeInternal         = "internal_error"
-	codeBusy             = "busy"
+	codeInvalidRequest    = "invalid_request"
+	codeUnauthenticated   = "unauthenticated"
+	codeTokenExpired      = "token_expired"
+	codePolicyDenied      = "policy_denied"
+	codeNotFound          = "sandbox_not_found"
+	codeRouteNotFound     = "not_found"
+	codeMethodNotAllowed  = "method_not_allowed"
+	codeNotRunning        = "sandbox_not_running"
+	codeExpired           = "sandbox_expired"
+	codeEnded             = "sandbox_ended"
+	codeLost              = "sandbox_lost"
+	codeTooLarge          = "payload_too_large"
+	codeHeaderTooLarge    = "header_too_large"
+	codeBudget            = "budget_exhausted"
+	codeNomadUnavailable  = "nomad_unavailable"
+	codeNoNode            = "no_enrolled_node"
+	codeHostNotFound      = "host_not_found"
+	codeNotEnrolled       = "host_not_enrolled"
+	codeSandboxesLive     = "sandboxes_live"
+	codeTokenNotFound     = "token_not_found"
+	codeUnavailable       = "unavailable"
+	codeInternal          = "internal_error"
+	codeBusy              = "busy"
+	codeIdempotencyReused = "idempotency_key_reused"
 )
 
 var problemTitles = map[string]string{ //nolint:gosec // G101: titles of error codes, not credentials
-	codeInvalidRequest:   "The request is invalid",
-	codeBusy:             "Busy with another such request",
-	codeUnauthenticated:  "Authentication required",
-	codeTokenExpired:     "The token has expired",
-	codePolicyDenied:     "Denied by policy",
-	codeNotFound:         "No such sandbox",
-	codeRouteNotFound:    "No such route",
-	codeMethodNotAllowed: "Method not allowed",
-	codeNotRunning:       "The sandbox is not running",
-	codeExpired:          "The sandbox has expired",
-	codeTooLarge:         "The request body is too large",
-	codeHeaderTooLarge:   "The request headers are too large",
-	codeEnded:            "The sandbox has ended",
-	codeBudget:           "Budget exhausted",
-	codeNomadUnavailable: "Nomad is unavailable",
-	codeNoNode:           "No node can host a sandbox",
-	codeLost:             "The sandbox was lost",
-	codeHostNotFound:     "No such host",
-	codeNotEnrolled:      "The host is not enrolled",
-	codeSandboxesLive:    "Sandboxes are live on the host",
-	codeTokenNotFound:    "No such token",
-	codeUnavailable:      "Service unavailable",
-	codeInternal:         "Internal error",
+	codeInvalidRequest:    "The request is invalid",
+	codeBusy:              "Busy with another such request",
+	codeIdempotencyReused: "The Idempotency-Key was used with another body",
+	codeUnauthenticated:   "Authentication required",
+	codeTokenExpired:      "The token has expired",
+	codePolicyDenied:      "Denied by policy",
+	codeNotFound:          "No such sandbox",
+	codeRouteNotFound:     "No such route",
+	codeMethodNotAllowed:  "Method not allowed",
+	codeNotRunning:        "The sandbox is not running",
+	codeExpired:           "The sandbox has expired",
+	codeTooLarge:          "The request body is too large",
+	codeHeaderTooLarge:    "The request headers are too large",
+	codeEnded:             "The sandbox has ended",
+	codeBudget:            "Budget exhausted",
+	codeNomadUnavailable:  "Nomad is unavailable",
+	codeNoNode:            "No node can host a sandbox",
+	codeLost:              "The sandbox was lost",
+	codeHostNotFound:      "No such host",
+	codeNotEnrolled:       "The host is not enrolled",
+	codeSandboxesLive:     "Sandboxes are live on the host",
+	codeTokenNotFound:     "No such token",
+	codeUnavailable:       "Service unavailable",
+	codeInternal:          "Internal error",
 }
 
 func newProblem(status int, code, detail string) *Problem {

@@ -110,6 +110,9 @@ type createRequest struct {
 	Image       *string           `json:"image"`
 	Labels      map[string]string `json:"labels"`
 	WaitSeconds *int64            `json:"wait_seconds"`
+	// ReissueToken asks a create repeated with its Idempotency-Key for a
+	// fresh session token (T4).
+	ReissueToken *bool `json:"reissue_token"`
 }
 
 func (r *createRequest) required() bool { return false }
@@ -118,6 +121,7 @@ func (r *createRequest) policyBody() policies.RequestBody {
 	return policies.RequestBody{
 		Profile: r.Profile, Network: r.Network, TTLSeconds: r.TTLSeconds,
 		CPUMHz: r.CPUMHz, MemoryMB: r.MemoryMB, Image: r.Image, Node: r.Node,
+		ReissueToken: r.ReissueToken,
 	}
 }
 

@@ -33,6 +33,9 @@ type sandboxView struct {
 	Token string `json:"token,omitempty"`
 	// Clamped is set by extend: true when the ceiling cut the request.
 	Clamped *bool `json:"clamped,omitempty"`
+	// TokenReissued is set on a create repeated with its Idempotency-Key:
+	// true when Token is a fresh session token (the old one is revoked).
+	TokenReissued *bool `json:"token_reissued,omitempty"`
 }
 
 func viewOf(r store.Sandbox) sandboxView {

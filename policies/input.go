@@ -31,6 +31,9 @@ type Request struct {
 	Params map[string]string `json:"params,omitempty"`
 	Query  RequestQuery      `json:"query"`
 	Body   RequestBody       `json:"body"`
+	// IdempotencyKey: the request carries an Idempotency-Key header (a
+	// create; T4 judges reissue_token by it).
+	IdempotencyKey bool `json:"idempotency_key,omitempty"`
 }
 
 // RequestQuery holds the query parameters that matter to the policy.
@@ -50,6 +53,8 @@ type RequestBody struct {
 	MemoryMB   *int64  `json:"memory_mb,omitempty"`
 	Image      *string `json:"image,omitempty"`
 	Node       *string `json:"node,omitempty"`
+	// ReissueToken asks a repeated create for a fresh session token.
+	ReissueToken *bool `json:"reissue_token,omitempty"`
 	// exec
 	Argv           []string `json:"argv,omitzero"` // nil: absent; empty: present and empty
 	TimeoutSeconds *int64   `json:"timeout_seconds,omitempty"`
@@ -120,6 +125,9 @@ func (in *AuthzInput) Value() ast.Value {
 	putIntPtr(q, "tail_bytes", in.Request.Query.TailBytes)
 	req.Insert(ast.InternedTerm("query"), ast.NewTerm(q))
 	req.Insert(ast.InternedTerm("body"), ast.NewTerm(in.Request.Body.value()))
+	if in.Request.IdempotencyKey {
+		req.Insert(ast.InternedTerm("idempotency_key"), ast.InternedTerm(true))
+	}
 	o.Insert(ast.InternedTerm("request"), ast.NewTerm(req))
 	if t := in.Token; t != nil {
 		to := ast.NewObjectWithCapacity(7)
@@ -147,6 +155,9 @@ func (b *RequestBody) value() ast.Object {
 	putIntPtr(o, "memory_mb", b.MemoryMB)
 	putStringPtr(o, "image", b.Image)
 	putStringPtr(o, "node", b.Node)
+	if b.ReissueToken != nil {
+		o.Insert(ast.InternedTerm("reissue_token"), ast.InternedTerm(*b.ReissueToken))
+	}
 	putStrings(o, "argv", b.Argv)
 	putIntPtr(o, "timeout_seconds", b.TimeoutSeconds)
 	putIntPtr(o, "stdin_bytes", b.StdinBytes)

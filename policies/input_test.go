@@ -33,10 +33,10 @@ func TestTheHandBuiltAuthzInputEqualsItsJSON(t *testing.T) {
 			Now: 1764406800,
 			Request: Request{
 				Method: "POST", Route: "/v1/sandboxes/:id/exec", Params: map[string]string{"id": "k7x2m9p4q8r5t1v6"},
-				Query: RequestQuery{Stream: "stdout", TailBytes: ptr[int64](4096)},
+				Query: RequestQuery{Stream: "stdout", TailBytes: ptr[int64](4096)}, IdempotencyKey: true,
 				Body: RequestBody{
 					Profile: ptr("strict"), Network: ptr("none"), TTLSeconds: ptr[int64](3600), CPUMHz: ptr[int64](500),
-					MemoryMB: ptr[int64](512), Image: ptr("ubuntu:24.04"), Node: ptr("w1"),
+					MemoryMB: ptr[int64](512), Image: ptr("ubuntu:24.04"), Node: ptr("w1"), ReissueToken: ptr(true),
 					Argv: []string{"echo", "hi"}, TimeoutSeconds: ptr[int64](30), StdinBytes: ptr[int64](0), EnvCount: ptr[int64](2),
 					EnvBytes: ptr[int64](9), EnvNames: []string{"HOME"}, Workdir: ptr("/workspace"), MaxOutputBytes: ptr[int64](1024), Role: ptr("agent"), Label: ptr("ci"),
 					Quota: &MintQuota{MaxLiveSandboxes: ptr[int64](3)},

@@ -99,6 +99,25 @@ type Sandbox struct {
 	// with Store.Spec), so listing history never decodes rendered jobs.
 	Spec      []byte `json:"spec,omitempty"`
 	LastError string `json:"last_error,omitempty"`
+	// IdempotencyKey is the hex SHA-256 of the principal, a NUL and the
+	// Idempotency-Key its create carried; empty without one.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// RequestDigest is the hex SHA-256 of that create's body, so a repeat
+	// with another body is told apart.
+	RequestDigest string `json:"request_digest,omitempty"`
+}
+
+// IdempotencyWindow is how long an Idempotency-Key answers the sandbox it
+// created.
+const IdempotencyWindow = 24 * time.Hour
+
+// IdempotencyConflictError is Reserve's refusal of a record whose
+// IdempotencyKey an earlier record within the idempotency window already
+// holds (a racing repeat): ID is that record's.
+type IdempotencyConflictError struct{ ID string }
+
+func (e *IdempotencyConflictError) Error() string {
+	return "store: idempotency key already used by sandbox " + e.ID
 }
 
 // Usage is what live sandboxes hold on one node, or for one principal.
@@ -204,10 +223,16 @@ type Store interface {
 	// Reserve inserts rec (which must be live) if admit, called inside the
 	// same write transaction with the current use, returns nil. admit's
 	// error is returned unwrapped-comparable (errors.Is/As work on it) and
-	// nothing is written. ErrExists if rec.ID is taken.
+	// nothing is written. ErrExists if rec.ID is taken. With an
+	// IdempotencyKey, *IdempotencyConflictError (before admit runs) when a
+	// record created within IdempotencyWindow before rec holds the key and
+	// did not fail: racing repeats of one key reserve one sandbox.
 	Reserve(ctx context.Context, rec Sandbox, admit func(ReserveFacts) error) error
 	// Get returns the record or ErrNotFound.
 	Get(ctx context.Context, id string) (Sandbox, error)
+	// ByIdempotencyKey returns the newest record holding key that was
+	// created at or after since and did not fail, or ErrNotFound.
+	ByIdempotencyKey(ctx context.Context, key string, since time.Time) (Sandbox, error)
 	// List returns every matching record ordered by CreatedAt, then ID,
 	// without Spec. With LiveOnly, Principal or Node it reads only the
 	// records that match those fields, never the whole history.

@@ -238,3 +238,25 @@ func TestSandboxExecSendsBinaryStdinAsBase64(t *testing.T) {
 		t.Fatalf("cat of %d binary bytes: %s", len(in), out)
 	}
 }
+
+// --idempotency-key makes a create safe to retry: the repeat answers the
+// same sandbox without its token, and --reissue-token hands a fresh one.
+func TestSandboxCreateWithAnIdempotencyKeyAnswersTheSameSandbox(t *testing.T) {
+	t.Parallel()
+	g := startLiveGateway(t)
+	code, out, stderr := g.cli(t, g.operator, "sandbox", "create", "--idempotency-key", "ci-run-7", "-o", "json")
+	first := decodeJSON[client.Sandbox](t, mustOK(t, code, out, stderr))
+	code, out, stderr = g.cli(t, g.operator, "sandbox", "create", "--idempotency-key", "ci-run-7", "-o", "json")
+	again := decodeJSON[client.Sandbox](t, mustOK(t, code, out, stderr))
+	if again.ID != first.ID || again.Token != "" || again.TokenReissued == nil || *again.TokenReissued {
+		t.Fatalf("a repeat: %+v (first %s)", again, first.ID)
+	}
+	code, out, stderr = g.cli(t, g.operator, "sandbox", "create", "--idempotency-key", "ci-run-7", "--reissue-token", "-o", "json")
+	fresh := decodeJSON[client.Sandbox](t, mustOK(t, code, out, stderr))
+	if fresh.ID != first.ID || fresh.Token == "" || fresh.Token == first.Token || fresh.TokenReissued == nil || !*fresh.TokenReissued {
+		t.Fatalf("a reissue: %+v", fresh)
+	}
+	if code, _, stderr = g.cli(t, g.operator, "sandbox", "create", "--reissue-token"); code != exitError || !strings.Contains(stderr, "--reissue-token needs --idempotency-key") {
+		t.Fatalf("--reissue-token alone: exit %d %s", code, stderr)
+	}
+}

@@ -27,12 +27,14 @@ func seconds(d time.Duration) int64 { return int64(math.Ceil(d.Seconds())) }
 func newSandboxCreateCmd(a *apiFlags) *cobra.Command {
 	var (
 		profile, network, node, image string
+		idemKey                       string
+		reissue                       bool
 		ttl, wait                     time.Duration
 		cpu, memory                   int64
 		labels                        []string
 	)
 	cmd := &cobra.Command{
-		Use:   "create [--profile P] [--network N] [--ttl DUR] [--node NODE] [--image IMG] [--cpu MHZ] [--memory MB] [--label K=V]... [--wait DUR]",
+		Use:   "create [--profile P] [--network N] [--ttl DUR] [--node NODE] [--image IMG] [--cpu MHZ] [--memory MB] [--label K=V]... [--wait DUR] [--idempotency-key K [--reissue-token]]",
 		Short: "Create a sandbox and print it with its session token (shown once)",
 		Long: `Create a sandbox; the policy bundle's defaults fill what is not given.
 The session token is printed this once: keep it, it is not shown again.
@@ -53,6 +55,9 @@ or one that failed, exits 1.`,
 			if wait < 0 {
 				return errors.New("--wait must not be negative")
 			}
+			if reissue && idemKey == "" {
+				return errors.New("--reissue-token needs --idempotency-key: only a repeated create reissues a token")
+			}
 			c, err := a.client()
 			if err != nil {
 				return err
@@ -62,7 +67,8 @@ or one that failed, exits 1.`,
 			}
 			ws := seconds(min(wait, maxServerWait))
 			req := client.CreateRequest{Profile: profile, Network: network, TTLSeconds: seconds(ttl), Node: node,
-				CPUMHz: cpu, MemoryMB: memory, Image: image, Labels: lm, WaitSeconds: &ws}
+				CPUMHz: cpu, MemoryMB: memory, Image: image, Labels: lm, WaitSeconds: &ws,
+				IdempotencyKey: idemKey, ReissueToken: reissue}
 			ctx, stop := interruptible(cmd)
 			defer stop()
 			where := node
@@ -94,6 +100,8 @@ or one that failed, exits 1.`,
 	f.DurationVar(&ttl, "ttl", 0, "time to live, e.g. 30m (default from the policy: 1h)")
 	f.StringVar(&node, "node", "", "the node to run on (default: the gateway picks)")
 	f.StringVar(&image, "image", "", "container image from the policy's allowlist")
+	f.StringVar(&idemKey, "idempotency-key", "", "makes the create safe to retry: the same key and flags answer the sandbox it created (24 h)")
+	f.BoolVar(&reissue, "reissue-token", false, "with --idempotency-key: a repeat hands a fresh session token and revokes the old one")
 	f.Int64Var(&cpu, "cpu", 0, "CPU in MHz")
 	f.Int64Var(&memory, "memory", 0, "memory in MB")
 	f.StringArrayVar(&labels, "label", nil, "a label KEY=VALUE (repeatable)")

@@ -140,6 +140,8 @@ type request struct {
 	// out receives the decoded JSON answer when not nil; a *[]byte
 	// receives the raw body.
 	out any
+	// header holds extra request headers (Idempotency-Key).
+	header http.Header
 }
 
 // do sends r and decodes the answer. A non-2xx answer is a *Problem.
@@ -167,6 +169,9 @@ func (c *Client) do(ctx context.Context, r request) error {
 	req.Header.Set("User-Agent", c.ua)
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for k, vs := range r.header {
+		req.Header[k] = vs
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -40,7 +40,11 @@ func (c *Client) Capabilities(ctx context.Context) (Capabilities, error) {
 // (with LastError, and no token): both are answers, not errors.
 func (c *Client) CreateSandbox(ctx context.Context, req CreateRequest) (Sandbox, error) {
 	var out Sandbox
-	err := c.do(ctx, request{method: http.MethodPost, path: "/v1/sandboxes", in: req, out: &out})
+	r := request{method: http.MethodPost, path: "/v1/sandboxes", in: req, out: &out}
+	if req.IdempotencyKey != "" {
+		r.header = http.Header{"Idempotency-Key": {req.IdempotencyKey}}
+	}
+	err := c.do(ctx, r)
 	return out, err
 }
 

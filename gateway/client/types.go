@@ -60,6 +60,9 @@ type Sandbox struct {
 	// Clamped is in the extend answer only: true when the lifetime
 	// ceiling cut the requested TTL.
 	Clamped *bool `json:"clamped,omitempty"`
+	// TokenReissued is in the answer to a repeated keyed create only: true
+	// when Token is a fresh session token.
+	TokenReissued *bool `json:"token_reissued,omitempty"`
 }
 
 // CreateRequest is the body of POST /v1/sandboxes. Zero fields are left
@@ -76,6 +79,12 @@ type CreateRequest struct {
 	// WaitSeconds is how long the create waits for the allocation to run
 	// (nil: the gateway's default, 30 s; 0: answer at once).
 	WaitSeconds *int64 `json:"wait_seconds,omitempty"`
+	// IdempotencyKey, sent as the Idempotency-Key header, makes the create
+	// safe to retry: a repeat answers the sandbox the key created.
+	IdempotencyKey string `json:"-"`
+	// ReissueToken asks a repeat for a fresh session token (the old one
+	// is revoked).
+	ReissueToken bool `json:"reissue_token,omitempty"`
 }
 
 // ExecRequest is the body of POST /v1/sandboxes/{id}/exec.

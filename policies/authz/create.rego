@@ -143,3 +143,27 @@ violations contains {"rule": "H11", "msg": "create: image is not in the allowlis
 	image != null
 	not image in data.sandgate.config.images.allowed
 }
+
+# METADATA
+# title: A repeated create reissues its session token only when allowed
+# description: >-
+#   body.reissue_token, when present and not null, must be a boolean; true
+#   asks a create repeated with the same Idempotency-Key for a fresh session
+#   token (the old one is revoked). It needs the Idempotency-Key header
+#   (request.idempotency_key) and tokens.reissue_on_repeat set to true in
+#   policy data; a missing setting refuses.
+# custom:
+#   id: T4
+#   severity: high
+violations contains {"rule": "T4", "msg": "create: reissue_token must be a boolean, and true only with an Idempotency-Key header while tokens.reissue_on_repeat is true"} if {
+	input.request.method == "POST"
+	input.request.route == "/v1/sandboxes"
+	r := input.request.body.reissue_token
+	r != null
+	not r == false
+	not {
+		r == true
+		input.request.idempotency_key == true
+		data.sandgate.config.tokens.reissue_on_repeat == true
+	}
+}

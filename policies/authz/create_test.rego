@@ -109,3 +109,19 @@ test_every_create_field_wrong_at_once if {
 	})
 	ids(inp) == {"L2", "INPUT", "B2", "H11"}
 }
+
+keyed_create(body) := patch(create_with(body), {"request": {"idempotency_key": true}})
+
+test_t4_reissue_token_with_an_idempotency_key_allowed if {
+	allowed(keyed_create({"reissue_token": true}))
+	allowed(keyed_create({"reissue_token": false}))
+	allowed(create_with({"reissue_token": false}))
+	allowed(create_with({"reissue_token": null}))
+}
+
+test_t4_reissue_token_without_a_key_or_setting_denied if {
+	ids(create_with({"reissue_token": true})) == {"T4"}
+	ids(keyed_create({"reissue_token": "yes"})) == {"T4"}
+	ids(keyed_create({"reissue_token": true})) == {"T4"} with data.sandgate.config.tokens.reissue_on_repeat as false
+	ids(keyed_create({"reissue_token": true})) == {"T4"} with data.sandgate.config as json.remove(cfg, ["tokens/reissue_on_repeat"])
+}

@@ -71,6 +71,7 @@ var (
 	bucketByNode         = []byte("by_node")
 	bucketByExpiry       = []byte("by_expiry")
 	bucketByEnded        = []byte("by_ended")
+	bucketByIdempotency  = []byte("by_idempotency")
 	bucketStateCounts    = []byte("state_counts")
 	bucketNodeUsage      = []byte("node_usage")
 	bucketPrincipalUsage = []byte("principal_usage")
@@ -84,7 +85,7 @@ var (
 // indexBuckets are derived from the sandboxes bucket: migration rebuilds
 // them from the records.
 var indexBuckets = [][]byte{
-	bucketByState, bucketByPrincipal, bucketByNode, bucketByExpiry, bucketByEnded,
+	bucketByState, bucketByPrincipal, bucketByNode, bucketByExpiry, bucketByEnded, bucketByIdempotency,
 	bucketStateCounts, bucketNodeUsage, bucketPrincipalUsage,
 }
 

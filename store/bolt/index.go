@@ -25,13 +25,17 @@ type indexEntry struct {
 }
 
 // indexEntries lists the keys rec holds: by_state, by_principal and
-// by_node always, by_expiry while live, by_ended once terminal.
+// by_node always, by_idempotency with an idempotency key, by_expiry while
+// live, by_ended once terminal.
 func indexEntries(rec store.Sandbox) []indexEntry {
 	created := createdKey(rec)
 	out := []indexEntry{
 		{bucketByState, append(statePrefix(nil, rec.State), created...)},
 		{bucketByPrincipal, append(ownerPrefix(rec.Principal, rec.State), created...)},
 		{bucketByNode, append(ownerPrefix(rec.Node, rec.State), created...)},
+	}
+	if rec.IdempotencyKey != "" {
+		out = append(out, indexEntry{bucketByIdempotency, append(appendSized(nil, rec.IdempotencyKey), created...)})
 	}
 	if rec.State.Live() {
 		return append(out, indexEntry{bucketByExpiry, expiryKey(rec)})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
 	"unicode/utf8"
 
 	bbolt "go.etcd.io/bbolt"
@@ -39,6 +40,15 @@ func (s *Store) Reserve(ctx context.Context, rec store.Sandbox, admit func(store
 		if sandboxes.Get([]byte(rec.ID)) != nil {
 			return store.ErrExists
 		}
+		if rec.IdempotencyKey != "" {
+			prev, ok, err := idempotent(tx, rec.IdempotencyKey, rec.CreatedAt.Add(-store.IdempotencyWindow))
+			if err != nil {
+				return err
+			}
+			if ok {
+				return &store.IdempotencyConflictError{ID: prev.ID}
+			}
+		}
 		nodeUse, err := getUsage(tx.Bucket(bucketNodeUsage), rec.Node)
 		if err != nil {
 			return err
@@ -69,6 +79,58 @@ func (s *Store) Reserve(ctx context.Context, rec store.Sandbox, admit func(store
 		return fmt.Errorf("store: reserve %s: %w", rec.ID, err)
 	}
 	return nil
+}
+
+// ByIdempotencyKey returns the newest record holding key that was created
+// at or after since and did not fail, with its spec, or store.ErrNotFound.
+func (s *Store) ByIdempotencyKey(ctx context.Context, key string, since time.Time) (store.Sandbox, error) {
+	var rec store.Sandbox
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		found, ok, err := idempotent(tx, key, since)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return store.ErrNotFound
+		}
+		rec = found
+		rec.Spec = getSpec(tx, rec.ID)
+		return nil
+	})
+	if err != nil {
+		return store.Sandbox{}, fmt.Errorf("store: idempotency key: %w", err)
+	}
+	return rec, nil
+}
+
+// idempotent finds the newest record holding key, created at or after
+// since, that did not fail (a failed create is not answered again: the
+// key creates anew). Entries are checked against their record, so an
+// entry a record no longer backs is passed over.
+func idempotent(tx *bbolt.Tx, key string, since time.Time) (store.Sandbox, bool, error) {
+	prefix := appendSized(nil, key)
+	var (
+		found store.Sandbox
+		ok    bool
+	)
+	c := tx.Bucket(bucketByIdempotency).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		if len(k) <= len(prefix)+timeLen {
+			continue
+		}
+		rec, err := loadRecord(tx, k[len(prefix)+timeLen:])
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return store.Sandbox{}, false, err
+		}
+		if rec.IdempotencyKey != key || rec.CreatedAt.Before(since) || rec.State == store.StateFailed {
+			continue
+		}
+		found, ok = rec, true // ascending by creation: the last is the newest
+	}
+	return found, ok, nil
 }
 
 // Get returns a copy of the record with its spec, or store.ErrNotFound.

@@ -43,6 +43,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		run  func(*testing.T, func(*testing.T) store.Store)
 	}{
 		{"Reserve", testReserve},
+		{"Idempotency", testIdempotency},
 		{"Update", testUpdate},
 		{"Read", testRead},
 		{"Page", testPage},
