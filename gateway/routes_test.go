@@ -46,7 +46,7 @@ func copyBundle(t *testing.T, edit func(path string, data []byte) ([]byte, error
 // kept apart from the registration, so that a route made public by mistake,
 // or one that lost its middleware, fails the walk below.
 var publicPaths = map[string]bool{
-	"/healthz": true, "/readyz": true, "/metrics": true, "/v1/capabilities": true, "/llms.txt": true,
+	"/healthz": true, "/readyz": true, "/metrics": true, "/v1/capabilities": true, "/llms.txt": true, "/openapi.json": true,
 	"/mcp": true,                // bearer-authenticated by the MCP endpoint; each tool call is a REST request with this middleware
 	"/":    true, "/ui/*": true, // the dashboard: static files; its API calls carry the token
 }

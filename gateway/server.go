@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"sandgate/gateway/apidoc"
 	"sandgate/gateway/audit"
 	"sandgate/gateway/dashboard"
 	"sandgate/gateway/mcpserver"
@@ -210,6 +211,15 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// openAPI serves the OpenAPI 3.1 document of the API (package apidoc).
+func openAPI(c echo.Context) error {
+	b, err := apidoc.JSON()
+	if err != nil {
+		return err
+	}
+	return c.Blob(http.StatusOK, "application/json", b)
+}
+
 // serveMCP is /mcp (package mcpserver).
 func (s *Server) serveMCP(c echo.Context) error {
 	s.mcp.ServeHTTP(c.Response(), c.Request())
@@ -261,6 +271,7 @@ func (s *Server) routes() []route {
 		{method: http.MethodGet, path: "/metrics", handler: echo.WrapHandler(s.metrics.handler()), public: true},
 		{method: http.MethodGet, path: "/v1/capabilities", handler: s.capabilities, public: true},
 		{method: http.MethodGet, path: "/llms.txt", handler: llmsTxt, public: true},
+		{method: http.MethodGet, path: "/openapi.json", handler: openAPI, public: true},
 		// MCP: bearer authentication of its own; each tool call is a
 		// request to the routes below, with their middleware.
 		{method: http.MethodPost, path: "/mcp", handler: s.serveMCP, public: true},

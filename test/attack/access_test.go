@@ -35,7 +35,7 @@ func revokedTokenCases(*testing.T, *world) []attack {
 // a protected route that lost its middleware fails the matrix (it would
 // answer without a 403).
 var publicPaths = map[string]bool{
-	"/healthz": true, "/readyz": true, "/metrics": true, "/v1/capabilities": true, "/llms.txt": true, "/": true, "/ui/*": true,
+	"/healthz": true, "/readyz": true, "/metrics": true, "/v1/capabilities": true, "/llms.txt": true, "/openapi.json": true, "/": true, "/ui/*": true,
 	"/mcp": true, // its own bearer check; each tool call is a request to a route of the matrix (gateway TestMCPToolsAreTheRESTRoutesUnderTheSameToken)
 }
 
