@@ -25,6 +25,10 @@ const (
 	// the container; when the node returns Nomad replaces the allocation by
 	// a new, empty container (even with restarts and rescheduling off).
 	fateUnreachable
+	// fateStopping: the allocation still runs on its node but Nomad is
+	// stopping it (its job was stopped, as a destroy does, or its node is
+	// drained): the container is going away.
+	fateStopping
 	// fateLost: the container is gone for good: the allocation ended, was
 	// garbage-collected, or Nomad placed a replacement. The sandbox's state
 	// (its files, its processes) is lost.
@@ -58,7 +62,7 @@ func (s *Server) allocFate(ctx context.Context, rec store.Sandbox) (fate, string
 		if own.DesiredStatus == "run" {
 			return fateRunning, "", nil
 		}
-		return fateUnreachable, fmt.Sprintf("Nomad is stopping allocation %s (%s)", shortAlloc(own.ID), orText(own.DesiredDescription, own.DesiredStatus)), nil
+		return fateStopping, fmt.Sprintf("Nomad is stopping allocation %s (%s)", shortAlloc(own.ID), orText(own.DesiredDescription, own.DesiredStatus)), nil
 	case "complete", "failed":
 		return fateLost, fmt.Sprintf("allocation %s is %s on node %s: its container ended", shortAlloc(own.ID), own.ClientStatus, own.NodeName), nil
 	}
@@ -82,7 +86,7 @@ func (s *Server) streamFailed(ctx context.Context, rec store.Sandbox, what strin
 			return err
 		}
 		return lostProblem(ended)
-	case f == fateUnreachable || errors.Is(cause, nomad.ErrNodeUnreachable):
+	case f == fateUnreachable || f == fateStopping || errors.Is(cause, nomad.ErrNodeUnreachable):
 		if detail == "" {
 			detail = "Nomad: no path to the node; its client agent is down or disconnected"
 		}

@@ -59,6 +59,9 @@ func (s *Server) execSandbox(c echo.Context) error {
 	if body.MaxOutputBytes != nil { // E2 holds it in [1, exec.max_output_bytes]
 		limit = *body.MaxOutputBytes
 	}
+	if wantsEventStream(c) {
+		return s.execStream(c, rec, argv, stdin, timeout, limit)
+	}
 	stdout, stderr := newCappedBuffer(limit), newCappedBuffer(limit)
 	// The wrapper stops the command at the timeout and is gone within
 	// killAfter; the stream is given up only after a grace period beyond.

@@ -51,13 +51,17 @@ type harnessOptions struct {
 	wrapStore func(store.Store) store.Store
 	// logInputs keeps the masked inputs in the decision log.
 	logInputs bool
+	// keepalive overrides Config.KeepaliveInterval of streaming execs.
+	keepalive time.Duration
 }
 
 func newHarness(t testing.TB, o harnessOptions) *harness {
 	t.Helper()
 	g := gatewaytest.Options{
 		PolicyDir: o.policyDir, Nodes: o.nodes, SimConfig: o.simConfig, WrapStore: o.wrapStore, ObserveNomad: true,
-		Config: func(c *gateway.Config) { c.StartTimeout, c.LogInputs = o.startTimeout, o.logInputs },
+		Config: func(c *gateway.Config) {
+			c.StartTimeout, c.LogInputs, c.KeepaliveInterval = o.startTimeout, o.logInputs, o.keepalive
+		},
 	}
 	if o.fake {
 		g.Clock = gatewaytest.NewClock(time.Now().UTC().Truncate(time.Second))

@@ -82,6 +82,9 @@ type Config struct {
 	// ExecGrace is added to an exec's timeout before the gateway gives up
 	// on the stream (the in-sandbox timeout fires first); default 10 s.
 	ExecGrace time.Duration
+	// KeepaliveInterval is how often a streaming exec (SSE) of a quiet
+	// command sends a keepalive event; default 15 s.
+	KeepaliveInterval time.Duration
 	// ReaperInterval is how often expired sandboxes are purged (L1); default 30 s.
 	ReaperInterval time.Duration
 	// ReconcileInterval is how often the gateway reconciles with Nomad (L4); default 5 min.
@@ -129,6 +132,7 @@ func (c *Config) defaults() {
 	setDur(&c.MaxWait, 120*time.Second)
 	setDur(&c.StartTimeout, 5*time.Minute)
 	setDur(&c.ExecGrace, 10*time.Second)
+	setDur(&c.KeepaliveInterval, 15*time.Second)
 	setDur(&c.ReaperInterval, 30*time.Second)
 	setDur(&c.ReconcileInterval, 5*time.Minute)
 	setDur(&c.ReclaimInterval, 30*time.Second)

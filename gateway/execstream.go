@@ -1,0 +1,267 @@
+package gateway
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"sandgate/nomad"
+	"sandgate/store"
+)
+
+// Server-Sent Events of a streaming exec (POST .../exec with Accept:
+// text/event-stream). Every event has a sequence id; the stream is start,
+// then stdout, stderr and keepalive events, then exactly one terminal event:
+// exit (what the command returned, as the gateway saw it) or error (typed:
+// sandbox_lost, nomad_unavailable, timeout, cancelled). An exit event is
+// written only for an exit status Nomad reported.
+const (
+	eventStart     = "start"
+	eventStdout    = "stdout"
+	eventStderr    = "stderr"
+	eventKeepalive = "keepalive"
+	eventExit      = "exit"
+	eventError     = "error"
+)
+
+// Error codes of the error event.
+const (
+	streamSandboxLost      = "sandbox_lost"
+	streamNomadUnavailable = "nomad_unavailable"
+	streamTimeout          = "timeout"
+	streamCancelled        = "cancelled"
+)
+
+// wantsEventStream reports whether the caller asked for the exec as SSE.
+func wantsEventStream(c echo.Context) bool {
+	for _, part := range strings.Split(c.Request().Header.Get(echo.HeaderAccept), ",") {
+		mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(mt), "text/event-stream") {
+			return true
+		}
+	}
+	return false
+}
+
+// outputEvent is a stdout or stderr event: data as UTF-8 text, or base64
+// when the chunk's bytes are not valid UTF-8.
+type outputEvent struct {
+	Data     string `json:"data"`
+	Encoding string `json:"encoding"`
+}
+
+// exitEvent is the exit event.
+type exitEvent struct {
+	ExitCode        int   `json:"exit_code"`
+	TimedOut        bool  `json:"timed_out"`
+	StdoutBytes     int64 `json:"stdout_bytes"`
+	StderrBytes     int64 `json:"stderr_bytes"`
+	StdoutTruncated bool  `json:"stdout_truncated"`
+	StderrTruncated bool  `json:"stderr_truncated"`
+	DurationMS      int64 `json:"duration_ms"`
+}
+
+// errorEvent is the error event.
+type errorEvent struct {
+	Code   string `json:"code"`
+	Detail string `json:"detail"`
+}
+
+// chunk is output read from the exec stream.
+type chunk struct {
+	stream string
+	data   []byte
+}
+
+// streamWriter hands one stream's output to the event loop, keeping at
+// most limit bytes of it and counting all of it.
+type streamWriter struct {
+	ctx    context.Context
+	stream string
+	limit  int64
+	sent   int64
+	total  int64
+	out    chan<- chunk
+}
+
+// Write never fails while the stream runs: the exec must be drained to
+// reach its exit status.
+func (w *streamWriter) Write(p []byte) (int, error) {
+	w.total += int64(len(p))
+	room := w.limit - w.sent
+	if room <= 0 || len(p) == 0 {
+		return len(p), nil
+	}
+	keep := p
+	if int64(len(keep)) > room {
+		keep = keep[:room]
+	}
+	w.sent += int64(len(keep))
+	select {
+	case w.out <- chunk{w.stream, append([]byte(nil), keep...)}:
+	case <-w.ctx.Done():
+	}
+	return len(p), nil
+}
+
+func (w *streamWriter) truncated() bool { return w.total > w.sent }
+
+// sse writes events to the response with increasing ids.
+type sse struct {
+	w   *echo.Response
+	seq int
+}
+
+func (e *sse) send(event string, data any) {
+	b, err := json.Marshal(data)
+	if err != nil {
+		b = []byte(`{}`)
+	}
+	e.seq++
+	_, _ = fmt.Fprintf(e.w, "id: %d\nevent: %s\ndata: %s\n\n", e.seq, event, b)
+	e.w.Flush()
+}
+
+// execStream runs argv as a streaming exec. The command's output goes out
+// as it arrives; a quiet command gets a keepalive every KeepaliveInterval;
+// the stream ends with one exit or error event within timeout, the
+// wrapper's kill delay and ExecGrace, whatever Nomad does.
+func (s *Server) execStream(c echo.Context, rec store.Sandbox, argv []string, stdin []byte, timeout time.Duration, limit int64) error {
+	res := c.Response()
+	res.Header().Set(echo.HeaderContentType, "text/event-stream")
+	res.Header().Set("Cache-Control", "no-cache")
+	res.Header().Set("X-Accel-Buffering", "no")
+	res.WriteHeader(http.StatusOK)
+	ev := &sse{w: res}
+	ev.send(eventStart, map[string]any{
+		"sandbox_id": rec.ID, "timeout_seconds": int64(timeout / time.Second), "max_output_bytes": limit,
+	})
+
+	reqCtx := c.Request().Context()
+	ctx, cancel := context.WithTimeout(reqCtx, timeout+killAfter+s.cfg.ExecGrace)
+	defer cancel()
+	chunks := make(chan chunk, 16)
+	stdout := &streamWriter{ctx: ctx, stream: eventStdout, limit: limit, out: chunks}
+	stderr := &streamWriter{ctx: ctx, stream: eventStderr, limit: limit, out: chunks}
+	type outcome struct {
+		code int
+		err  error
+	}
+	done := make(chan outcome, 1)
+	start := time.Now()
+	go func() {
+		code, err := s.cfg.Nomad.Exec(ctx, rec.AllocID, s.taskName, argv, stdin, stdout, stderr)
+		done <- outcome{code, err}
+	}()
+	keepalive := time.NewTicker(s.cfg.KeepaliveInterval)
+	defer keepalive.Stop()
+	emit := func(ch chunk) {
+		out := outputEvent{Data: string(ch.data), Encoding: "utf-8"}
+		if !utf8.Valid(ch.data) {
+			out = outputEvent{Data: base64.StdEncoding.EncodeToString(ch.data), Encoding: "base64"}
+		}
+		ev.send(ch.stream, out)
+		keepalive.Reset(s.cfg.KeepaliveInterval)
+	}
+	for {
+		select {
+		case ch := <-chunks:
+			emit(ch)
+		case <-keepalive.C:
+			ev.send(eventKeepalive, map[string]any{"elapsed_ms": time.Since(start).Milliseconds()})
+		case o := <-done:
+			// Exec has returned: every chunk it wrote is in the channel.
+			for drained := false; !drained; {
+				select {
+				case ch := <-chunks:
+					emit(ch)
+				default:
+					drained = true
+				}
+			}
+			elapsed := time.Since(start)
+			// A sandbox that ended meanwhile (destroyed, expired, reclaimed)
+			// killed the command: its status is not the command's answer.
+			if ended, ok := s.endedMeanwhile(reqCtx, rec, o.code, o.err); ok {
+				ev.send(eventError, ended)
+				return nil
+			}
+			if o.err == nil || errors.Is(o.err, nomad.ErrCommandNotStarted) {
+				code := o.code
+				if o.err != nil {
+					msg := o.err.Error()
+					if ne := (*nomad.Error)(nil); errors.As(o.err, &ne) {
+						msg = ne.Msg
+					}
+					ev.send(eventStderr, outputEvent{Data: "sandgate: Nomad could not start the command: " + msg + "\n", Encoding: "utf-8"})
+					code = 127
+				}
+				ev.send(eventExit, exitEvent{
+					ExitCode: code, TimedOut: elapsed >= timeout,
+					StdoutBytes: stdout.total, StderrBytes: stderr.total,
+					StdoutTruncated: stdout.truncated(), StderrTruncated: stderr.truncated(),
+					DurationMS: elapsed.Milliseconds(),
+				})
+				return nil
+			}
+			ev.send(eventError, s.streamError(reqCtx, rec, o.err))
+			return nil
+		}
+	}
+}
+
+// endedMeanwhile reports, as an error event, a sandbox that ended while
+// its command streamed: its record is no longer live, or, when the command
+// died of a signal (status 128+n) or the stream broke, Nomad is stopping or
+// has ended its allocation (a destroy stops the job before it records the
+// end). A node that is down is not an end: streamError says
+// nomad_unavailable.
+func (s *Server) endedMeanwhile(reqCtx context.Context, rec store.Sandbox, code int, execErr error) (errorEvent, bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), 10*time.Second)
+	defer cancel()
+	now, err := s.cfg.Store.Get(ctx, rec.ID)
+	if err == nil && !now.State.Live() {
+		return errorEvent{Code: streamSandboxLost, Detail: fmt.Sprintf("the sandbox ended (%s) while the command ran", orText(now.EndReason, string(now.State)))}, true
+	}
+	if execErr == nil && code < 128 {
+		return errorEvent{}, false
+	}
+	f, detail, err := s.allocFate(ctx, rec)
+	if err != nil || (f != fateStopping && f != fateLost) {
+		return errorEvent{}, false
+	}
+	if execErr != nil {
+		return errorEvent{Code: streamSandboxLost, Detail: "the exec stream ended as the sandbox went away: " + detail}, true
+	}
+	return errorEvent{Code: streamSandboxLost, Detail: fmt.Sprintf("the command was killed (status %d) as its sandbox went away: %s", code, detail)}, true
+}
+
+// streamError types the end of an exec stream that brought no exit status.
+func (s *Server) streamError(reqCtx context.Context, rec store.Sandbox, err error) errorEvent {
+	switch {
+	case reqCtx.Err() != nil:
+		return errorEvent{Code: streamCancelled, Detail: "the caller went away; the command is stopped"}
+	case errors.Is(err, context.DeadlineExceeded):
+		return errorEvent{Code: streamTimeout, Detail: "no exit status arrived within the timeout and the grace after it; the command was stopped at its timeout"}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), 10*time.Second)
+	defer cancel()
+	var p *Problem
+	if errors.As(s.streamFailed(ctx, rec, "the exec stream", err), &p) {
+		switch p.Code {
+		case codeLost, codeEnded, codeExpired:
+			return errorEvent{Code: streamSandboxLost, Detail: p.Detail}
+		default:
+			return errorEvent{Code: streamNomadUnavailable, Detail: p.Detail}
+		}
+	}
+	return errorEvent{Code: streamNomadUnavailable, Detail: "the exec stream broke: " + err.Error()}
+}

@@ -1,0 +1,79 @@
+package integration
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"sandgate/gateway/client"
+	"sandgate/test/testbin"
+)
+
+// A streaming exec over HTTP, against the binary (on the simulator, and
+// through test/e2e on the real agent): the output as it comes and one
+// exit; then a sandbox destroyed mid-stream ends its stream with an error
+// event, sandbox_lost, never an exit.
+func TestAStreamingExecOverHTTP(t *testing.T) {
+	bin, data := testbin.Build(t), t.TempDir()
+	agent := mintAgent(t, bin, data, "agent-stream")
+	g := startGateway(t, bin, data)
+	body := map[string]any{"ttl_seconds": 600}
+	if g.real {
+		body["node"] = g.node
+	}
+	r := g.call(t, http.MethodPost, "/v1/sandboxes", agent, body)
+	sb := r.object(t)
+	if r.status != http.StatusCreated || sb["state"] != "running" {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	id, session := sb["id"].(string), sb["token"].(string)
+	t.Cleanup(func() { g.call(t, http.MethodDelete, "/v1/sandboxes/"+id, g.operator, nil) })
+	c, err := client.New(client.Config{Addr: g.url, Token: session})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+
+	var out strings.Builder
+	var transcript []string
+	var last client.ExecEvent
+	for ev, err := range c.ExecStream(ctx, id, client.ExecRequest{Argv: []string{"sh", "-c", "echo one; sleep 1; echo two; exit 4"}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		transcript = append(transcript, ev.Event+" "+string(ev.Data))
+		if ev.Event == client.EventStdout {
+			out.Write(ev.Output)
+		}
+		last = ev
+	}
+	if last.Exit == nil || last.Exit.ExitCode != 4 || out.String() != "one\ntwo\n" {
+		t.Fatalf("the stream: %q\n%s", out.String(), strings.Join(transcript, "\n"))
+	}
+	t.Logf("an SSE exec, as the client read it:\n%s", strings.Join(transcript, "\n"))
+
+	destroyed := false
+	start := time.Now()
+	for ev, err := range c.ExecStream(ctx, id, client.ExecRequest{Argv: []string{"sh", "-c", "echo started; sleep 60"}, TimeoutSeconds: 90}) {
+		if err != nil {
+			t.Fatalf("the stream of a sandbox destroyed mid-stream: %v", err)
+		}
+		if ev.Event == client.EventStdout && !destroyed {
+			destroyed = true
+			if r := g.call(t, http.MethodDelete, "/v1/sandboxes/"+id, g.operator, nil); r.status != http.StatusNoContent {
+				t.Fatalf("destroy mid-stream: %d %s", r.status, r.body)
+			}
+		}
+		last = ev
+	}
+	if !destroyed || last.Error == nil || last.Error.Code != "sandbox_lost" {
+		t.Fatalf("the stream of a destroyed sandbox ended with %s %s", last.Event, last.Data)
+	}
+	if took := time.Since(start); took > 45*time.Second {
+		t.Fatalf("the stream took %s to end", took)
+	}
+	t.Logf("destroyed mid-stream: %s %s", last.Event, last.Data)
+}
