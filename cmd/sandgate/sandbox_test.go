@@ -260,3 +260,21 @@ func TestSandboxCreateWithAnIdempotencyKeyAnswersTheSameSandbox(t *testing.T) {
 		t.Fatalf("--reissue-token alone: exit %d %s", code, stderr)
 	}
 }
+
+// sandbox exec --stream writes the output as it arrives and exits with
+// the command's status; -o json writes one line per event.
+func TestSandboxExecStreamMirrorsTheCommand(t *testing.T) {
+	t.Parallel()
+	g := startLiveGateway(t)
+	code, out, stderr := g.cli(t, g.operator, "sandbox", "create", "-o", "json")
+	id := decodeJSON[client.Sandbox](t, mustOK(t, code, out, stderr)).ID
+	code, out, stderr = g.cli(t, g.operator, "sandbox", "exec", "--stream", id, "--", "sh", "-c", "echo out; echo err >&2; exit 5")
+	if code != 5 || out != "out\n" || !strings.Contains(stderr, "err\n") {
+		t.Fatalf("--stream: exit %d stdout %q stderr %q", code, out, stderr)
+	}
+	code, out, stderr = g.cli(t, g.operator, "sandbox", "exec", "--stream", "-o", "json", id, "--", "echo", "hi")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 3 || !strings.Contains(lines[0], `"event":"start"`) || !strings.Contains(lines[1], `"data":"hi\n"`) || !strings.Contains(lines[2], `"event":"exit"`) {
+		t.Fatalf("--stream -o json: exit %d\n%s\n%s", code, out, stderr)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"time"
 	"unicode/utf8"
@@ -66,15 +67,19 @@ func newSandboxExecCmd(a *apiFlags) *cobra.Command {
 		timeout            time.Duration
 		workdir, stdinFile string
 		env                []string
+		stream             bool
 	)
 	cmd := &cobra.Command{
-		Use:   "exec ID [--timeout DUR] [--workdir DIR] [--env K=V]... [--stdin-file F|-] -- ARGV...",
+		Use:   "exec ID [--timeout DUR] [--workdir DIR] [--env K=V]... [--stdin-file F|-] [--stream] -- ARGV...",
 		Short: "Run a command in a sandbox; its output and exit status become the CLI's",
 		Long: `Run an argument vector in the sandbox (no shell, unless ARGV names one).
 The command's stdout and stderr are written to this CLI's stdout and
 stderr, and the CLI exits with the command's exit status, like docker exec.
 A timeout exits 124. Output beyond 64 KiB per stream is cut, and stderr
-says so. With -o json the exec result object is printed and the CLI exits 0.`,
+says so. With -o json the exec result object is printed and the CLI exits 0.
+With --stream the output is written as it arrives (Server-Sent Events), and
+a stream that ends without an exit status (the sandbox went away, Nomad
+failed) says why and exits 1; with -o json each event is one JSON line.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, argv, err := splitExec(cmd, args)
@@ -98,6 +103,9 @@ says so. With -o json the exec result object is printed and the CLI exits 0.`,
 			}
 			ctx, stop := interruptible(cmd)
 			defer stop()
+			if stream {
+				return streamExec(cmd, a, c.ExecStream(ctx, id, req))
+			}
 			res, err := c.Exec(ctx, id, req)
 			if err != nil {
 				return apiError(a, err)
@@ -113,7 +121,52 @@ says so. With -o json the exec result object is printed and the CLI exits 0.`,
 	f.StringVar(&workdir, "workdir", "", "absolute working directory inside the sandbox")
 	f.StringArrayVar(&env, "env", nil, "an environment variable K=V (repeatable)")
 	f.StringVar(&stdinFile, "stdin-file", "", "send this file (- for this CLI's stdin) to the command's stdin")
+	f.BoolVar(&stream, "stream", false, "write the output as it arrives (Server-Sent Events)")
 	return cmd
+}
+
+// streamExec writes a streaming exec's output as it arrives and carries
+// its exit status out; with -o json every event is one JSON line.
+func streamExec(cmd *cobra.Command, a *apiFlags, events iter.Seq2[client.ExecEvent, error]) error {
+	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	for ev, err := range events {
+		if err != nil {
+			return apiError(a, err)
+		}
+		if a.json() {
+			fmt.Fprintf(out, "{\"id\":%d,\"event\":%q,\"data\":%s}\n", ev.ID, ev.Event, ev.Data)
+		}
+		switch {
+		case ev.Event == client.EventStdout && !a.json():
+			if _, err := out.Write(ev.Output); err != nil {
+				return err
+			}
+		case ev.Event == client.EventStderr && !a.json():
+			if _, err := errOut.Write(ev.Output); err != nil {
+				return err
+			}
+		case ev.Exit != nil:
+			x := ev.Exit
+			if !a.json() {
+				if x.StdoutTruncated {
+					fmt.Fprintf(errOut, "sandgate: stdout truncated: %d bytes produced\n", x.StdoutBytes)
+				}
+				if x.StderrTruncated {
+					fmt.Fprintf(errOut, "sandgate: stderr truncated: %d bytes produced\n", x.StderrBytes)
+				}
+				if x.TimedOut {
+					fmt.Fprintf(errOut, "sandgate: the command timed out after %s\n", time.Duration(x.DurationMS)*time.Millisecond)
+				}
+			}
+			if x.ExitCode != 0 && !a.json() {
+				return &exitCodeError{code: x.ExitCode, err: fmt.Errorf("the command exited with status %d", x.ExitCode), silent: true}
+			}
+			return nil
+		case ev.Error != nil:
+			return fmt.Errorf("the stream ended without an exit status: %s: %s", ev.Error.Code, ev.Error.Detail)
+		}
+	}
+	return nil
 }
 
 // mirrorExec writes the command's output where the command would have,
