@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"sandgate/gateway/client"
 )
 
 // The simulator's fault table (test/faults) against the real agent: each
@@ -473,4 +476,65 @@ func (g *gw) waitNodeReady(t *testing.T, name string) {
 		}
 		return false
 	})
+}
+
+// TestAStreamingExecWhoseNodesAgentIsKilled: the client agent of the
+// sandbox's node is killed while a command streams its output (SSE). The
+// stream ends with an error event within bounded time, never with an exit
+// the gateway did not see, and the gateway and the node recover.
+func TestAStreamingExecWhoseNodesAgentIsKilled(t *testing.T) {
+	need(t)
+	t.Parallel()
+	const node = "worker-stream-crash"
+	a, g := ownNode(t, gwNode{Name: node})
+	sb := g.create(t, g.operator, sandboxBody(node))
+	c, err := client.New(client.Config{Addr: g.url, Token: sb.session})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var (
+		transcript []string
+		last       client.ExecEvent
+		killed     time.Time
+	)
+	for ev, err := range c.ExecStream(ctx, sb.id, client.ExecRequest{Argv: []string{"sh", "-c", "echo started; sleep 60"}, TimeoutSeconds: 90}) {
+		if err != nil {
+			t.Fatalf("the stream: %v (events %v)", err, transcript)
+		}
+		transcript = append(transcript, ev.Event+" "+string(ev.Data))
+		if ev.Event == client.EventStdout && killed.IsZero() {
+			killed = time.Now()
+			a.kill()
+		}
+		last = ev
+	}
+	t.Logf("the stream whose node's agent was killed, %s after the kill:\n%s", time.Since(killed).Round(time.Millisecond), strings.Join(transcript, "\n"))
+	if killed.IsZero() || last.Error == nil || (last.Error.Code != "nomad_unavailable" && last.Error.Code != "sandbox_lost") {
+		t.Fatalf("the stream ended with %s %s", last.Event, last.Data)
+	}
+	if took := time.Since(killed); took > 45*time.Second {
+		t.Fatalf("the stream ended %s after the kill", took)
+	}
+	if err := a.restart(suite.nomadBin); err != nil {
+		t.Fatal(err)
+	}
+	var st map[string]any
+	eventually(t, 90*time.Second, "the sandbox runs again or has ended lost", func() bool {
+		st = g.status(t, sb.id)
+		if st["state"] == "ended" {
+			return true
+		}
+		res := g.do(t, http.MethodPost, "/v1/sandboxes/"+sb.id+"/exec", sb.session, map[string]any{"argv": []string{"echo", "back"}})
+		return res.status == http.StatusOK
+	})
+	if st["state"] != "ended" {
+		if r := g.do(t, http.MethodDelete, "/v1/sandboxes/"+sb.id, sb.session, nil); r.status != http.StatusNoContent {
+			t.Fatalf("destroy after the agent came back: %s", r)
+		}
+	}
+	checkConsistentOn(t, g, node, "after the agent came back")
+	eventually(t, 60*time.Second, "the sandbox's containers removed", func() bool { return containersOf(sb.id) == 0 })
+	g.waitNodeReady(t, node)
 }
