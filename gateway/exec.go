@@ -51,16 +51,17 @@ func (s *Server) execSandbox(c echo.Context) error {
 	}
 	st := s.cfg.Engine.Settings()
 	timeout := time.Duration(deref(body.TimeoutSeconds, int64(st.Exec.DefaultTimeoutSeconds))) * time.Second
-	argv := execwrap.Command{
+	wrapped := execwrap.Command{
 		Argv: body.Argv, Env: body.Env, Workdir: deref(body.Workdir, ""), Timeout: timeout, KillAfter: killAfter,
-	}.Args()
+	}
+	argv := wrapped.Args()
 	stdin, _ := body.stdinBytes() // check refused one that does not decode
 	limit := int64(st.Exec.MaxOutputBytes)
 	if body.MaxOutputBytes != nil { // E2 holds it in [1, exec.max_output_bytes]
 		limit = *body.MaxOutputBytes
 	}
 	if wantsEventStream(c) {
-		return s.execStream(c, rec, argv, stdin, timeout, limit)
+		return s.execStream(c, rec, wrapped, stdin, timeout, limit)
 	}
 	stdout, stderr := newCappedBuffer(limit), newCappedBuffer(limit)
 	// The wrapper stops the command at the timeout and is gone within

@@ -2,10 +2,14 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"time"
@@ -14,6 +18,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"sandgate/nomad"
+	"sandgate/render/execwrap"
 	"sandgate/store"
 )
 
@@ -134,7 +139,16 @@ func (e *sse) send(event string, data any) {
 // as it arrives; a quiet command gets a keepalive every KeepaliveInterval;
 // the stream ends with one exit or error event within timeout, the
 // wrapper's kill delay and ExecGrace, whatever Nomad does.
-func (s *Server) execStream(c echo.Context, rec store.Sandbox, argv []string, stdin []byte, timeout time.Duration, limit int64) error {
+func (s *Server) execStream(c echo.Context, rec store.Sandbox, cmd execwrap.Command, stdin []byte, timeout time.Duration, limit int64) error {
+	// The command's tree carries the exec's id, so that a caller who goes
+	// away can have it stopped (Nomad does not stop it when the stream
+	// closes). The policy judged the caller's env; this name is reserved.
+	execID := newExecID()
+	env := make(map[string]string, len(cmd.Env)+1)
+	maps.Copy(env, cmd.Env)
+	env[execwrap.ExecIDEnv] = execID
+	cmd.Env = env
+	argv := cmd.Args()
 	res := c.Response()
 	res.Header().Set(echo.HeaderContentType, "text/event-stream")
 	res.Header().Set("Cache-Control", "no-cache")
@@ -212,6 +226,10 @@ func (s *Server) execStream(c echo.Context, rec store.Sandbox, argv []string, st
 				})
 				return nil
 			}
+			if reqCtx.Err() != nil { // the caller went away: stop what it started
+				s.stopStreamedExec(rec, execID)
+				return nil
+			}
 			ev.send(eventError, s.streamError(reqCtx, rec, o.err))
 			return nil
 		}
@@ -242,6 +260,30 @@ func (s *Server) endedMeanwhile(reqCtx context.Context, rec store.Sandbox, code 
 		return errorEvent{Code: streamSandboxLost, Detail: "the exec stream ended as the sandbox went away: " + detail}, true
 	}
 	return errorEvent{Code: streamSandboxLost, Detail: fmt.Sprintf("the command was killed (status %d) as its sandbox went away: %s", code, detail)}, true
+}
+
+// stopStreamedExec kills, in the background, the process tree of the
+// streaming exec execID, whose caller went away.
+func (s *Server) stopStreamedExec(rec store.Sandbox, execID string) {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		ctx, cancel := context.WithTimeout(s.ctx, 15*time.Second)
+		defer cancel()
+		code, err := s.cfg.Nomad.Exec(ctx, rec.AllocID, s.taskName, execwrap.StopArgs(execID), nil, io.Discard, io.Discard)
+		if err != nil || code != 0 {
+			s.log.Warn("a streaming exec's caller went away and its command could not be stopped; its timeout will", "sandbox", rec.ID, "exec", execID, "exit", code, "err", err)
+			return
+		}
+		s.log.Info("a streaming exec's caller went away: its command was stopped", "sandbox", rec.ID, "exec", execID)
+	}()
+}
+
+// newExecID returns 12 random bytes as hex.
+func newExecID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error
+	return hex.EncodeToString(b[:])
 }
 
 // streamError types the end of an exec stream that brought no exit status.

@@ -156,3 +156,24 @@ func Parse(argv []string) (Command, bool, error) {
 	c.Argv = rest[n:]
 	return c, true, nil
 }
+
+// ExecIDEnv names the variable a streaming exec's command gets (the
+// SANDGATE_ prefix is reserved by the policy, E1: a caller cannot set it):
+// the exec's own id, which the command's whole process tree inherits.
+const ExecIDEnv = "SANDGATE_EXEC_ID"
+
+// StopScript kills, with SIGKILL, every process of the task whose
+// environment holds ExecIDEnv=$1: the process tree of one streaming exec
+// whose caller went away (Nomad does not stop a command when its exec
+// stream closes). It needs only sh, tr and grep, as busybox and GNU images
+// have; a process that cleared its environment escapes it (the exec's
+// timeout and pids_limit remain).
+const StopScript = `id=$1
+for e in /proc/[0-9]*/environ; do
+	p=${e#/proc/}; p=${p%/environ}
+	if tr '\000' '\n' < "$e" 2>/dev/null | grep -qx "` + ExecIDEnv + `=$id"; then kill -KILL "$p" 2>/dev/null; fi
+done
+exit 0`
+
+// StopArgs is the argv of the exec that stops the streaming exec id.
+func StopArgs(id string) []string { return []string{Shell, "-c", StopScript, "sandgate-stop", id} }

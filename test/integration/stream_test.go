@@ -55,6 +55,48 @@ func TestAStreamingExecOverHTTP(t *testing.T) {
 	}
 	t.Logf("an SSE exec, as the client read it:\n%s", strings.Join(transcript, "\n"))
 
+	// A caller that goes away mid-stream ends the command's process tree.
+	// Processes are listed from /proc with sh, tr and grep (both images).
+	list := []string{"sh", "-c", `for f in /proc/[0-9]*/cmdline; do tr '\000' ' ' < "$f" 2>/dev/null; echo; done | grep -c '^sleep 6[12]' || true`}
+	running := func() string {
+		r := g.call(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": list})
+		if r.status != http.StatusOK {
+			t.Fatalf("listing processes: %d %s", r.status, r.body)
+		}
+		return strings.TrimSpace(r.object(t)["stdout"].(string))
+	}
+	sctx, stop := context.WithCancel(ctx)
+	for ev, err := range c.ExecStream(sctx, id, client.ExecRequest{Argv: []string{"sh", "-c", "sleep 61 & echo started; sleep 62; wait"}, TimeoutSeconds: 90}) {
+		if err != nil {
+			t.Fatalf("the stream before the disconnect: %v", err)
+		}
+		if ev.Event == client.EventStdout {
+			if g.real {
+				if n := running(); n != "2" {
+					t.Fatalf("the streamed command's two sleeps are not listed while it runs: %q", n)
+				}
+			}
+			stop() // the caller goes away
+			break
+		}
+	}
+	stop()
+	if g.real {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if running() == "0" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the disconnected stream's processes still run 30 s later")
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	if r := g.call(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"echo", "after"}}); r.status != http.StatusOK {
+		t.Fatalf("an exec after the disconnect: %d %s", r.status, r.body)
+	}
+
 	destroyed := false
 	start := time.Now()
 	for ev, err := range c.ExecStream(ctx, id, client.ExecRequest{Argv: []string{"sh", "-c", "echo started; sleep 60"}, TimeoutSeconds: 90}) {
