@@ -83,10 +83,7 @@ func TestAStreamingExecOverHTTP(t *testing.T) {
 	stop()
 	if g.real {
 		deadline := time.Now().Add(30 * time.Second)
-		for {
-			if running() == "0" {
-				break
-			}
+		for running() != "0" {
 			if time.Now().After(deadline) {
 				t.Fatal("the disconnected stream's processes still run 30 s later")
 			}
