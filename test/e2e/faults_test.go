@@ -299,6 +299,17 @@ func TestTheNodesAgentCrashingMidExec(t *testing.T) {
 	t.Logf("the exec answered %s, %s after the kill", r, time.Since(killed).Round(time.Millisecond))
 	expectAnswer(t, "the exec whose node's agent was killed", r, unavailable)
 
+	afterTheAgentComesBack(t, a, g, sb, node)
+	g.laterRequestsSucceed(t, node)
+}
+
+// afterTheAgentComesBack restarts a killed node agent and requires the
+// sandbox to run again (Nomad reattached to its container) or to have
+// ended lost (Nomad replaced its allocation), then destroys it if it runs,
+// and requires the records, the budget and the node to agree and no
+// container of it to be left.
+func afterTheAgentComesBack(t *testing.T, a *agent, g *gw, sb sandbox, node string) {
+	t.Helper()
 	if err := a.restart(suite.nomadBin); err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +333,6 @@ func TestTheNodesAgentCrashingMidExec(t *testing.T) {
 	checkConsistentOn(t, g, node, "after the agent came back")
 	eventually(t, 60*time.Second, "the sandbox's containers removed", func() bool { return containersOf(sb.id) == 0 })
 	g.waitNodeReady(t, node)
-	g.laterRequestsSucceed(t, node)
 }
 
 // TestAnAllocationThatNeverStartsFailsItsSandbox: the node's agent hangs
@@ -517,24 +527,5 @@ func TestAStreamingExecWhoseNodesAgentIsKilled(t *testing.T) {
 	if took := time.Since(killed); took > 45*time.Second {
 		t.Fatalf("the stream ended %s after the kill", took)
 	}
-	if err := a.restart(suite.nomadBin); err != nil {
-		t.Fatal(err)
-	}
-	var st map[string]any
-	eventually(t, 90*time.Second, "the sandbox runs again or has ended lost", func() bool {
-		st = g.status(t, sb.id)
-		if st["state"] == "ended" {
-			return true
-		}
-		res := g.do(t, http.MethodPost, "/v1/sandboxes/"+sb.id+"/exec", sb.session, map[string]any{"argv": []string{"echo", "back"}})
-		return res.status == http.StatusOK
-	})
-	if st["state"] != "ended" {
-		if r := g.do(t, http.MethodDelete, "/v1/sandboxes/"+sb.id, sb.session, nil); r.status != http.StatusNoContent {
-			t.Fatalf("destroy after the agent came back: %s", r)
-		}
-	}
-	checkConsistentOn(t, g, node, "after the agent came back")
-	eventually(t, 60*time.Second, "the sandbox's containers removed", func() bool { return containersOf(sb.id) == 0 })
-	g.waitNodeReady(t, node)
+	afterTheAgentComesBack(t, a, g, sb, node)
 }
