@@ -249,8 +249,8 @@ func (s *Server) endedMeanwhile(reqCtx context.Context, rec store.Sandbox, code 
 	if err == nil && !now.State.Live() {
 		return errorEvent{Code: streamSandboxLost, Detail: fmt.Sprintf("the sandbox ended (%s) while the command ran", orText(now.EndReason, string(now.State)))}, true
 	}
-	if execErr == nil && code < 128 {
-		return errorEvent{}, false
+	if (execErr == nil && code < 128) || errors.Is(execErr, context.DeadlineExceeded) {
+		return errorEvent{}, false // a silent Nomad is not asked again: the deadline has passed
 	}
 	f, detail, err := s.allocFate(ctx, rec)
 	if err != nil || (f != fateStopping && f != fateLost) {

@@ -10,7 +10,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // faultyNomad serves the simulator, except that it can serve a request and
@@ -97,6 +99,9 @@ type proxy struct {
 	down   bool
 	conns  map[net.Conn]struct{}
 	wg     sync.WaitGroup
+	// frozen holds every byte in flight, connections open: an agent that
+	// goes silent.
+	frozen atomic.Bool
 }
 
 func newProxy(t testing.TB, target string) *proxy {
@@ -137,7 +142,21 @@ func (p *proxy) serve() {
 		p.wg.Add(2)
 		pipe := func(dst, src net.Conn) {
 			defer p.wg.Done()
-			_, _ = io.Copy(dst, src)
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := src.Read(buf)
+				for p.frozen.Load() {
+					time.Sleep(10 * time.Millisecond)
+				}
+				if n > 0 {
+					if _, werr := dst.Write(buf[:n]); werr != nil {
+						break
+					}
+				}
+				if err != nil {
+					break
+				}
+			}
 			_ = dst.Close()
 			_ = src.Close()
 			p.mu.Lock()
@@ -167,6 +186,12 @@ func (p *proxy) cut() {
 	p.crash()
 	p.restart()
 }
+
+// freeze holds every byte in flight until thaw: the agent goes silent,
+// its connections open.
+func (p *proxy) freeze() { p.frozen.Store(true) }
+
+func (p *proxy) thaw() { p.frozen.Store(false) }
 
 // restart accepts connections again.
 func (p *proxy) restart() {

@@ -96,3 +96,61 @@ func TestAStreamingExecEndsWithATypedErrorWhenNomadFailsMidStream(t *testing.T) 
 		})
 	}
 }
+
+// A streaming exec whose Nomad side goes silent (every byte held, the
+// connection open) ends with a timeout error event once the timeout, the
+// wrapper's kill delay and the grace have passed, never with an exit.
+func TestAStreamingExecWhoseNomadGoesSilentEndsWithTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	g := startGateway(t, options{})
+	sb := g.create(ctx)
+	g.sim.ResetRequests()
+	events := make(chan client.ExecEvent, 64)
+	go func() {
+		defer close(events)
+		for ev, err := range g.client(sb.Token).ExecStream(context.Background(), sb.ID, client.ExecRequest{Argv: []string{"sleep", "30"}, TimeoutSeconds: 1}) {
+			if err != nil {
+				events <- client.ExecEvent{Event: "client-error", Data: []byte(err.Error())}
+				return
+			}
+			events <- ev
+		}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); !slices.ContainsFunc(g.sim.RequestLog(), func(l string) bool { return strings.HasSuffix(l, "/exec") }); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the streaming exec never reached Nomad")
+		}
+	}
+	g.agentNet.freeze()
+	silent := time.Now()
+	var last client.ExecEvent
+	for done := false; !done; {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				done = true
+				break
+			}
+			if ev.Event == client.EventExit {
+				t.Fatalf("an exit through a silent Nomad: %s", ev.Data)
+			}
+			last = ev
+		case <-time.After(20 * time.Second):
+			t.Fatal("the stream of a silent Nomad did not end within 20 s")
+		}
+	}
+	g.agentNet.thaw()
+	// timeout 1 s + the wrapper's 5 s + the test gateway's 1 s grace.
+	if last.Error == nil || last.Error.Code != "timeout" {
+		t.Fatalf("the stream of a silent Nomad ended with %s %s", last.Event, last.Data)
+	}
+	if took := time.Since(silent); took > 9*time.Second {
+		t.Fatalf("the stream of a silent Nomad ended %s after it went silent, want about 7 s", took)
+	}
+	t.Logf("a silent Nomad: %s %s, %s after it went silent", last.Event, last.Data, time.Since(silent).Round(100*time.Millisecond))
+	g.waitNothingLeft("after the silence")
+	if res, err := g.client(sb.Token).Exec(ctx, sb.ID, echoCommand); err != nil || res.Stdout != "hi\n" {
+		t.Fatalf("the next exec: %v %+v", err, res)
+	}
+}
