@@ -202,6 +202,14 @@ func (s *Server) execStream(c echo.Context, rec store.Sandbox, cmd execwrap.Comm
 				}
 			}
 			elapsed := time.Since(start)
+			// The caller went away: nobody reads on, so stop what it
+			// started, before asking Nomad anything else.
+			if reqCtx.Err() != nil {
+				if o.err != nil {
+					s.stopStreamedExec(rec, execID)
+				}
+				return nil
+			}
 			// A sandbox that ended meanwhile (destroyed, expired, reclaimed)
 			// killed the command: its status is not the command's answer.
 			if ended, ok := s.endedMeanwhile(reqCtx, rec, o.code, o.err); ok {
@@ -224,10 +232,6 @@ func (s *Server) execStream(c echo.Context, rec store.Sandbox, cmd execwrap.Comm
 					StdoutTruncated: stdout.truncated(), StderrTruncated: stderr.truncated(),
 					DurationMS: elapsed.Milliseconds(),
 				})
-				return nil
-			}
-			if reqCtx.Err() != nil { // the caller went away: stop what it started
-				s.stopStreamedExec(rec, execID)
 				return nil
 			}
 			ev.send(eventError, s.streamError(reqCtx, rec, o.err))
