@@ -303,16 +303,23 @@ func TestTheNodesAgentCrashingMidExec(t *testing.T) {
 	g.laterRequestsSucceed(t, node)
 }
 
-// afterTheAgentComesBack restarts a killed node agent and requires the
-// sandbox to run again (Nomad reattached to its container) or to have
-// ended lost (Nomad replaced its allocation), then destroys it if it runs,
-// and requires the records, the budget and the node to agree and no
-// container of it to be left.
+// afterTheAgentComesBack restarts a killed node agent and requires what
+// runsAgainOrEndedLost does.
 func afterTheAgentComesBack(t *testing.T, a *agent, g *gw, sb sandbox, node string) {
 	t.Helper()
 	if err := a.restart(suite.nomadBin); err != nil {
 		t.Fatal(err)
 	}
+	runsAgainOrEndedLost(t, g, sb, node)
+}
+
+// runsAgainOrEndedLost requires the sandbox, whose node's agent is back
+// (restarted or resumed), to run again (Nomad reattached to its container)
+// or to have ended lost (Nomad replaced its allocation), then destroys it
+// if it runs, and requires the records, the budget and the node to agree
+// and no container of it to be left.
+func runsAgainOrEndedLost(t *testing.T, g *gw, sb sandbox, node string) {
+	t.Helper()
 	var st map[string]any
 	eventually(t, 90*time.Second, "the sandbox runs again or has ended lost", func() bool {
 		st = g.status(t, sb.id)
@@ -323,12 +330,21 @@ func afterTheAgentComesBack(t *testing.T, a *agent, g *gw, sb sandbox, node stri
 		return res.status == http.StatusOK
 	})
 	t.Logf("after the agent came back: state %v, end_reason %v, last_error %v", st["state"], st["end_reason"], st["last_error"])
-	if st["state"] == "ended" {
-		if st["end_reason"] != "lost" {
-			t.Fatalf("a sandbox whose agent crashed ended %v, want lost: %v", st["end_reason"], st)
+	if st["state"] != "ended" {
+		r := g.do(t, http.MethodDelete, "/v1/sandboxes/"+sb.id, sb.session, nil)
+		// The old container may still answer an exec for a moment after
+		// the agent is back, until Nomad places the allocation that
+		// replaces it; the gateway then ends the sandbox lost and revokes
+		// its token, and the destroy is refused.
+		if r.status != http.StatusNoContent {
+			if st = g.status(t, sb.id); st["state"] != "ended" {
+				t.Fatalf("destroy after the agent came back: %s", r)
+			}
+			t.Logf("the destroy after the agent came back was refused (%d) as the sandbox had just ended %v: %v", r.status, st["end_reason"], st["last_error"])
 		}
-	} else if r := g.do(t, http.MethodDelete, "/v1/sandboxes/"+sb.id, sb.session, nil); r.status != http.StatusNoContent {
-		t.Fatalf("destroy after the agent came back: %s", r)
+	}
+	if st["state"] == "ended" && st["end_reason"] != "lost" {
+		t.Fatalf("a sandbox whose node's agent was down ended %v, want lost: %v", st["end_reason"], st)
 	}
 	checkConsistentOn(t, g, node, "after the agent came back")
 	eventually(t, 60*time.Second, "the sandbox's containers removed", func() bool { return containersOf(sb.id) == 0 })
@@ -528,4 +544,82 @@ func TestAStreamingExecWhoseNodesAgentIsKilled(t *testing.T) {
 		t.Fatalf("the stream ended %s after the kill", took)
 	}
 	afterTheAgentComesBack(t, a, g, sb, node)
+}
+
+// TestAStreamingExecWhoseNodesAgentGoesSilent: the client agent of the
+// sandbox's node hangs (SIGSTOP) while a command streams its output (SSE):
+// it holds the exec's connection and says nothing more. The gateway cannot
+// know what became of the command, so the stream ends with exactly one
+// terminal event, an error with code timeout ("no exit status arrived
+// within the timeout and the grace after it"), never an exit, at the
+// latest the exec's timeout, the wrapper's kill delay and the gateway's
+// grace after the stream began; and once the agent resumes the gateway
+// and the node recover.
+func TestAStreamingExecWhoseNodesAgentGoesSilent(t *testing.T) {
+	need(t)
+	t.Parallel()
+	const (
+		node    = "worker-stream-silent"
+		timeout = 5 * time.Second
+		// The gateway's bound on a stream: its timeout, the wrapper's kill
+		// delay (gateway/exec.go killAfter) and ExecGrace (default 10 s).
+		bound = timeout + 5*time.Second + 10*time.Second
+	)
+	a, g := ownNode(t, gwNode{Name: node})
+	t.Cleanup(a.thaw) // runs before ownNode's stop, even on a failure
+	sb := g.create(t, g.operator, sandboxBody(node))
+
+	ctx, cancel := context.WithTimeout(t.Context(), bound+time.Minute)
+	defer cancel()
+	var frozen time.Time
+	events, closed := g.streamExec(ctx, t, sb, map[string]any{
+		"argv": []string{"sh", "-c", "echo started; sleep 60"}, "timeout_seconds": int(timeout / time.Second),
+	}, func(ev sseEvent) {
+		if ev.event == "stdout" && frozen.IsZero() {
+			frozen = time.Now()
+			a.freeze()
+		}
+	})
+	a.thaw()
+	transcript := make([]string, len(events))
+	for i, ev := range events {
+		transcript[i] = ev.String()
+	}
+	if frozen.IsZero() || len(events) == 0 {
+		t.Fatalf("the agent was never frozen: no stdout event in\n%s", strings.Join(transcript, "\n"))
+	}
+	began, last := events[0].at, events[len(events)-1]
+	t.Logf("the stream whose node's agent went silent ended %s after the freeze, %s after it began (bound %s), and closed %s after its last event:\n%s",
+		last.at.Sub(frozen).Round(time.Millisecond), last.at.Sub(began).Round(time.Millisecond), bound,
+		closed.Sub(last.at).Round(time.Millisecond), strings.Join(transcript, "\n"))
+	if events[0].event != "start" {
+		t.Fatalf("the stream did not begin with start: %s", events[0])
+	}
+	terminals := 0
+	for _, ev := range events {
+		if ev.event == "exit" {
+			t.Fatalf("an exit through a silent agent, which reported none: %s", ev)
+		}
+		if ev.terminal() {
+			terminals++
+		}
+	}
+	if terminals != 1 || !last.terminal() {
+		t.Fatalf("want exactly one terminal event, last; got %d, last %s", terminals, last)
+	}
+	// The sandbox's record stays running while its node is down (it may
+	// come back), so nothing ended it meanwhile: not sandbox_lost.
+	if last.code() != "timeout" {
+		t.Fatalf("the stream of a silent agent ended with %s, want an error with code timeout (sandbox state now %v)", last, g.status(t, sb.id)["state"])
+	}
+	// One second for the gateway's own work after the deadline (a store
+	// read) and the loaded machine.
+	if took := last.at.Sub(began); took > bound+time.Second {
+		t.Fatalf("the stream ended %s after it began, past the bound of %s", took, bound)
+	}
+	if took := closed.Sub(last.at); took > time.Second {
+		t.Fatalf("the stream stayed open %s after its terminal event", took)
+	}
+	runsAgainOrEndedLost(t, g, sb, node)
+	g.laterRequestsSucceed(t, node)
 }
