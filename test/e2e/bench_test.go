@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -53,6 +57,142 @@ func BenchmarkCreateToFirstExec(b *testing.B) {
 // same wrapper argv the gateway sends (ratio-same-argv: the gateway's own
 // cost without the wrapper's processes).
 func BenchmarkExecEchoHi(b *testing.B) {
+	g, sb, nc, allocID := echoHiSandbox(b)
+	wrapped := execwrap.Command{Argv: []string{"echo", "hi"}, Timeout: time.Minute, KillAfter: 5 * time.Second}.Args()
+	var viaGateway, direct, directWrapped []time.Duration
+	var mu sync.Mutex
+	for b.Loop() {
+		for range 30 {
+			start := time.Now()
+			res := g.exec(b, sb.id, sb.session, map[string]any{"argv": []string{"echo", "hi"}})
+			d := time.Since(start)
+			if res.code() != 0 || res.Stdout != "hi\n" {
+				b.Fatalf("gateway exec: %+v", res)
+			}
+			start = time.Now()
+			out := &capture{}
+			code, err := nc.Exec(b.Context(), allocID, "sandbox", []string{"echo", "hi"}, nil, out, nil)
+			dd := time.Since(start)
+			if err != nil || code != 0 || out.String() != "hi\n" {
+				b.Fatalf("direct exec: %d %v %q", code, err, out.String())
+			}
+			start = time.Now()
+			out = &capture{}
+			code, err = nc.Exec(b.Context(), allocID, "sandbox", wrapped, nil, out, nil)
+			dw := time.Since(start)
+			if err != nil || code != 0 || out.String() != "hi\n" {
+				b.Fatalf("direct exec under the wrapper: %d %v %q", code, err, out.String())
+			}
+			mu.Lock()
+			viaGateway, direct, directWrapped = append(viaGateway, d), append(direct, dd), append(directWrapped, dw)
+			mu.Unlock()
+		}
+	}
+	mg, md, mw := median(viaGateway), median(direct), median(directWrapped)
+	b.ReportMetric(float64(mg.Microseconds())/1000, "gateway-ms")
+	b.ReportMetric(float64(md.Microseconds())/1000, "direct-ms")
+	b.ReportMetric(float64(mw.Microseconds())/1000, "direct-wrapped-ms")
+	b.ReportMetric(float64(mg)/float64(md), "ratio")
+	b.ReportMetric(float64(mg)/float64(mw), "ratio-same-argv")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkExecEchoHiStreamed is BenchmarkExecEchoHi for the streamed
+// exec (Accept: text/event-stream), timed from the request to the exit
+// event: through the gateway as SSE, through the gateway as JSON, and
+// straight to Nomad with the project's client, plain and under the same
+// wrapper argv the gateway sends for a stream (its SANDGATE_EXEC_ID
+// included), alternating in the same sandbox, 30 of each per iteration.
+// It reports medians and ratios: sse over direct plain (ratio), over
+// direct under the same argv (ratio-same-argv) and over the JSON exec
+// (ratio-sse-json).
+func BenchmarkExecEchoHiStreamed(b *testing.B) {
+	g, sb, nc, allocID := echoHiSandbox(b)
+	wrapped := execwrap.Command{
+		Argv: []string{"echo", "hi"}, Env: map[string]string{execwrap.ExecIDEnv: "0123456789abcdef01234567"},
+		Timeout: time.Minute, KillAfter: 5 * time.Second,
+	}.Args()
+	req := map[string]any{"argv": []string{"echo", "hi"}, "timeout_seconds": 60}
+	var sse, viaJSON, direct, directWrapped []time.Duration
+	for b.Loop() {
+		for range 30 {
+			start := time.Now()
+			events, _ := g.streamExec(b.Context(), b, sb, req, nil)
+			if err := echoedHi(events); err != nil {
+				b.Fatalf("gateway streamed exec: %v: %v", err, events)
+			}
+			sse = append(sse, events[len(events)-1].at.Sub(start))
+
+			start = time.Now()
+			res := g.exec(b, sb.id, sb.session, req)
+			viaJSON = append(viaJSON, time.Since(start))
+			if res.code() != 0 || res.Stdout != "hi\n" {
+				b.Fatalf("gateway exec: %+v", res)
+			}
+
+			for _, form := range []struct {
+				argv []string
+				into *[]time.Duration
+			}{{[]string{"echo", "hi"}, &direct}, {wrapped, &directWrapped}} {
+				start = time.Now()
+				out := &capture{}
+				code, err := nc.Exec(b.Context(), allocID, "sandbox", form.argv, nil, out, nil)
+				*form.into = append(*form.into, time.Since(start))
+				if err != nil || code != 0 || out.String() != "hi\n" {
+					b.Fatalf("direct exec %q: %d %v %q", form.argv[0], code, err, out.String())
+				}
+			}
+		}
+	}
+	ms, mj, md, mw := median(sse), median(viaJSON), median(direct), median(directWrapped)
+	b.ReportMetric(float64(ms.Microseconds())/1000, "gateway-sse-ms")
+	b.ReportMetric(float64(mj.Microseconds())/1000, "gateway-json-ms")
+	b.ReportMetric(float64(md.Microseconds())/1000, "direct-ms")
+	b.ReportMetric(float64(mw.Microseconds())/1000, "direct-wrapped-ms")
+	b.ReportMetric(float64(ms)/float64(md), "ratio")
+	b.ReportMetric(float64(ms)/float64(mw), "ratio-same-argv")
+	b.ReportMetric(float64(ms)/float64(mj), "ratio-sse-json")
+	b.ReportMetric(0, "ns/op")
+}
+
+// echoedHi checks a streamed `echo hi`: start, stdout "hi\n", then one
+// exit with code 0, last.
+func echoedHi(events []sseEvent) error {
+	var out strings.Builder
+	for i, ev := range events {
+		switch {
+		case i == 0 && ev.event != "start":
+			return errors.New("no start event first")
+		case ev.event == "stdout":
+			var d struct{ Data, Encoding string }
+			if err := json.Unmarshal([]byte(ev.data), &d); err != nil {
+				return fmt.Errorf("stdout event %s: %w", ev.data, err)
+			}
+			if d.Encoding != "utf-8" {
+				return fmt.Errorf("stdout event %s: not utf-8", ev.data)
+			}
+			out.WriteString(d.Data)
+		case ev.terminal() && i != len(events)-1:
+			return errors.New("events after the terminal event")
+		}
+	}
+	var exit struct {
+		ExitCode *int `json:"exit_code"`
+	}
+	if len(events) == 0 || events[len(events)-1].event != "exit" || json.Unmarshal([]byte(events[len(events)-1].data), &exit) != nil || exit.ExitCode == nil || *exit.ExitCode != 0 {
+		return errors.New("the stream did not end with exit code 0")
+	}
+	if out.String() != "hi\n" {
+		return fmt.Errorf("stdout %q", out.String())
+	}
+	return nil
+}
+
+// echoHiSandbox starts a gateway with a sandbox for the echo hi
+// benchmarks, and the project's Nomad client in the gateway's namespace
+// with the sandbox's allocation id.
+func echoHiSandbox(b *testing.B) (*gw, sandbox, *nomad.Client, string) {
+	b.Helper()
 	g := startGateway(b, gwOptions{})
 	// The policy's default CPU (500 MHz): with cpu_hard_limit, a smaller
 	// share throttles every process the exec starts in 100 ms CFS periods.
@@ -67,45 +207,10 @@ func BenchmarkExecEchoHi(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	wrapped := execwrap.Command{Argv: []string{"echo", "hi"}, Timeout: time.Minute, KillAfter: 5 * time.Second}.Args()
-	var viaGateway, direct, directWrapped []time.Duration
-	var mu sync.Mutex
-	for b.Loop() {
-		for range 30 {
-			start := time.Now()
-			res := g.exec(b, sb.id, sb.session, map[string]any{"argv": []string{"echo", "hi"}})
-			d := time.Since(start)
-			if res.code() != 0 || res.Stdout != "hi\n" {
-				b.Fatalf("gateway exec: %+v", res)
-			}
-			start = time.Now()
-			out := &capture{}
-			code, err := nc.Exec(b.Context(), allocs[0].ID, "sandbox", []string{"echo", "hi"}, nil, out, nil)
-			dd := time.Since(start)
-			if err != nil || code != 0 || out.String() != "hi\n" {
-				b.Fatalf("direct exec: %d %v %q", code, err, out.String())
-			}
-			start = time.Now()
-			out = &capture{}
-			code, err = nc.Exec(b.Context(), allocs[0].ID, "sandbox", wrapped, nil, out, nil)
-			dw := time.Since(start)
-			if err != nil || code != 0 || out.String() != "hi\n" {
-				b.Fatalf("direct exec under the wrapper: %d %v %q", code, err, out.String())
-			}
-			mu.Lock()
-			viaGateway, direct, directWrapped = append(viaGateway, d), append(direct, dd), append(directWrapped, dw)
-			mu.Unlock()
-		}
-	}
-	med := func(l []time.Duration) time.Duration { slices.Sort(l); return l[len(l)/2] }
-	mg, md, mw := med(viaGateway), med(direct), med(directWrapped)
-	b.ReportMetric(float64(mg.Microseconds())/1000, "gateway-ms")
-	b.ReportMetric(float64(md.Microseconds())/1000, "direct-ms")
-	b.ReportMetric(float64(mw.Microseconds())/1000, "direct-wrapped-ms")
-	b.ReportMetric(float64(mg)/float64(md), "ratio")
-	b.ReportMetric(float64(mg)/float64(mw), "ratio-same-argv")
-	b.ReportMetric(0, "ns/op")
+	return g, sb, nc, allocs[0].ID
 }
+
+func median(l []time.Duration) time.Duration { slices.Sort(l); return l[len(l)/2] }
 
 // capture is an io.Writer keeping what was written.
 type capture struct{ b []byte }
