@@ -86,12 +86,19 @@ func (s *Server) authzInput(c echo.Context, tok *policies.TokenFacts, newBody fu
 		in.Request.Body = body.policyBody()
 	}
 	in.Request.IdempotencyKey = c.Request().Header.Get(headerIdempotencyKey) != ""
-	if c.Path() == "/v1/sandboxes/:id/logs" {
+	switch c.Path() {
+	case "/v1/sandboxes/:id/logs":
 		q, err := logsQuery(c)
 		if err != nil {
 			return in, nil, nil, err
 		}
 		in.Request.Query = q
+	case filesRoute:
+		fq, err := parseFilesQuery(c)
+		if err != nil {
+			return in, nil, nil, err
+		}
+		in.Request.Query, in.Request.File = fq.policyQuery(), fq.policyFile()
 	}
 	var rec *store.Sandbox
 	if cached, _ := c.Get(ctxRecord).(*store.Sandbox); cached != nil && cached.ID == c.Param("id") {

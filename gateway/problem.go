@@ -80,6 +80,18 @@ const (
 	codeInternal          = "internal_error"
 	codeBusy              = "busy"
 	codeIdempotencyReused = "idempotency_key_reused"
+	codeLengthRequired    = "length_required"
+	codeFileNotFound      = "file_not_found"
+	codePathEscapes       = "path_escapes_roots"
+	codeIsDirectory       = "is_a_directory"
+	codeNotDirectory      = "not_a_directory"
+	codeDirNotEmpty       = "directory_not_empty"
+	codeNotRegular        = "not_a_regular_file"
+	codeFileTooLarge      = "file_too_large"
+	codeIncompleteBody    = "incomplete_body"
+	codeWriteFailed       = "write_failed"
+	codeImageLacksTools   = "image_lacks_tools"
+	codeFilesTimeout      = "files_timeout"
 )
 
 var problemTitles = map[string]string{ //nolint:gosec // G101: titles of error codes, not credentials
@@ -107,6 +119,18 @@ var problemTitles = map[string]string{ //nolint:gosec // G101: titles of error c
 	codeTokenNotFound:     "No such token",
 	codeUnavailable:       "Service unavailable",
 	codeInternal:          "Internal error",
+	codeLengthRequired:    "Content-Length is required",
+	codeFileNotFound:      "No such file or directory in the sandbox",
+	codePathEscapes:       "The path leaves the allowed roots through a symbolic link",
+	codeIsDirectory:       "The path is a directory",
+	codeNotDirectory:      "A component of the path is not a directory",
+	codeDirNotEmpty:       "The directory is not empty",
+	codeNotRegular:        "The path is not a regular file or a directory",
+	codeFileTooLarge:      "The file is larger than a read returns",
+	codeIncompleteBody:    "The body ended before its Content-Length",
+	codeWriteFailed:       "The sandbox's filesystem refused the write",
+	codeImageLacksTools:   "The image lacks the tools file operations need",
+	codeFilesTimeout:      "The file operation timed out",
 }
 
 func newProblem(status int, code, detail string) *Problem {

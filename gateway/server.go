@@ -41,6 +41,7 @@ type Nomad interface {
 	Purge(ctx context.Context, id string) error
 	WaitPlacement(ctx context.Context, jobID, evalID string) (nomad.Placement, error)
 	Exec(ctx context.Context, allocID, task string, argv []string, stdin []byte, stdout, stderr io.Writer) (int, error)
+	ExecReader(ctx context.Context, allocID, task string, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error)
 	Logs(ctx context.Context, allocID, task, stream string, tailBytes int64) ([]byte, error)
 	TaskDirUsage(ctx context.Context, allocID, task string, lim nomad.WalkLimits) (nomad.TaskDirUsage, error)
 }
@@ -291,6 +292,9 @@ func (s *Server) routes() []route {
 		{method: http.MethodPost, path: "/v1/sandboxes/:id/exec", handler: s.execSandbox, body: func() requestBody { return &execRequest{} }},
 		{method: http.MethodGet, path: "/v1/sandboxes/:id/logs", handler: s.sandboxLogs},
 		{method: http.MethodPost, path: "/v1/sandboxes/:id/extend", handler: s.extendSandbox, body: func() requestBody { return &extendRequest{} }},
+		{method: http.MethodGet, path: filesRoute, handler: s.getFile},
+		{method: http.MethodPut, path: filesRoute, handler: s.putFile},
+		{method: http.MethodDelete, path: filesRoute, handler: s.deleteFile},
 
 		{method: http.MethodGet, path: "/v1/hosts", handler: s.listHosts},
 		{method: http.MethodPut, path: "/v1/hosts/:node/enrollment", handler: s.enrollHost, body: func() requestBody { return &enrollRequest{} }},
@@ -317,7 +321,12 @@ func (s *Server) newEcho() *echo.Echo {
 	e.Use(s.hygiene)
 	e.Use(s.recoverPanics)
 	e.Use(s.observeRequests)
-	e.Use(middleware.BodyLimit(fmt.Sprintf("%dB", s.cfg.BodyLimit)))
+	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{
+		Limit: fmt.Sprintf("%dB", s.cfg.BodyLimit),
+		// A file PUT is bounded by the policy instead (F2 on its
+		// Content-Length, which net/http then holds the body to).
+		Skipper: func(c echo.Context) bool { return c.Path() == filesRoute && c.Request().Method == http.MethodPut },
+	}))
 	for _, r := range s.routes() {
 		if r.public {
 			e.Add(r.method, r.path, r.handler)

@@ -1,6 +1,7 @@
 package nomad
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -57,13 +58,35 @@ const (
 // stderr are written from the calling goroutine only, never after Exec
 // returns.
 func (c *Client) Exec(ctx context.Context, allocID, task string, argv []string, stdin []byte, stdout, stderr io.Writer) (exitCode int, err error) {
+	return c.ExecReader(ctx, allocID, task, argv, bytes.NewReader(stdin), stdout, stderr)
+}
+
+// ExecReader is Exec with stdin read from r as the command consumes it, so
+// a large upload is never held in memory (a file PUT streams its body this
+// way). r is read from a goroutine of its own until EOF, then stdin is
+// closed. A read error other than EOF breaks the stream without closing
+// stdin: the command sees its stdin end early, and Exec returns
+// ErrExecDropped unless ctx ended first.
+//
+// ExecReader returns when the command's exit code arrives or the stream
+// ends, even while a Read of r is still pending (a command that exits
+// before reading all its stdin): that Read is left to return by itself,
+// and what it returns is discarded. An HTTP request body does, when the
+// handler returns and the server closes it.
+func (c *Client) ExecReader(ctx context.Context, allocID, task string, argv []string, stdin io.Reader, stdout, stderr io.Writer) (exitCode int, err error) {
 	start := time.Now()
+	if _, inMemory := stdin.(*bytes.Reader); !inMemory {
+		src := stdin // the goroutine's own copy: stdin is the pipe below
+		pr, pw := io.Pipe()
+		go func() { _, err := io.Copy(pw, src); pw.CloseWithError(err) }()
+		stdin = pr // exec closes it before returning, ending the copy's next write
+	}
 	exitCode, err = c.exec(ctx, allocID, task, argv, stdin, stdout, stderr)
 	c.observe(OpExec, start, err)
 	return exitCode, err
 }
 
-func (c *Client) exec(ctx context.Context, allocID, task string, argv []string, stdin []byte, stdout, stderr io.Writer) (int, error) {
+func (c *Client) exec(ctx context.Context, allocID, task string, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	if !validID(allocID) {
 		return -1, c.newError(OpExec, 0, fmt.Sprintf("invalid allocation id %q", allocID), ErrNotFound)
 	}
@@ -88,6 +111,9 @@ func (c *Client) exec(ctx context.Context, allocID, task string, argv []string, 
 		stopWatch()
 		close(done)
 		_ = conn.Close()
+		if pr, ok := stdin.(*io.PipeReader); ok { // ExecReader's: unblock a pending Read
+			_ = pr.Close()
+		}
 		wg.Wait()
 	}()
 
@@ -192,18 +218,27 @@ func isTimeout(err error) bool {
 
 // sendInput writes stdin in chunks, then the stdin close, then a heartbeat
 // every execHeartbeat until done. Write errors end it silently: the read side
-// sees the broken stream.
-func sendInput(conn *websocket.Conn, stdin []byte, done <-chan struct{}) {
+// sees the broken stream. A read error of stdin closes the connection, so
+// the read side sees the stream broken and stdin is never closed cleanly
+// (a command checking what it received sees it cut short).
+func sendInput(conn *websocket.Conn, stdin io.Reader, done <-chan struct{}) {
 	send := func(in api.ExecStreamingInput) bool {
 		b, err := json.Marshal(in)
 		return err == nil && conn.WriteMessage(websocket.TextMessage, b) == nil
 	}
-	for len(stdin) > 0 {
-		n := min(len(stdin), execStdinChunk)
-		if !send(api.ExecStreamingInput{Stdin: &api.ExecStreamingIOOperation{Data: stdin[:n]}}) {
+	buf := make([]byte, execStdinChunk)
+	for {
+		n, err := stdin.Read(buf)
+		if n > 0 && !send(api.ExecStreamingInput{Stdin: &api.ExecStreamingIOOperation{Data: buf[:n]}}) {
 			return
 		}
-		stdin = stdin[n:]
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			_ = conn.Close()
+			return
+		}
 		select {
 		case <-done:
 			return

@@ -31,6 +31,8 @@ type Request struct {
 	Params map[string]string `json:"params,omitempty"`
 	Query  RequestQuery      `json:"query"`
 	Body   RequestBody       `json:"body"`
+	// File holds what the gateway made of a files request (F1, F2).
+	File *FileRequest `json:"file,omitempty"`
 	// IdempotencyKey: the request carries an Idempotency-Key header (a
 	// create; T4 judges reissue_token by it).
 	IdempotencyKey bool `json:"idempotency_key,omitempty"`
@@ -40,6 +42,20 @@ type Request struct {
 type RequestQuery struct {
 	Stream    string `json:"stream,omitempty"`     // logs: stdout or stderr
 	TailBytes *int64 `json:"tail_bytes,omitempty"` // logs: bytes from the end
+	// Path and Mode are a files request's ?path= and ?mode=, as given.
+	Path *string `json:"path,omitempty"`
+	Mode *string `json:"mode,omitempty"`
+}
+
+// FileRequest is a files request as the gateway understood it.
+type FileRequest struct {
+	// Path is query.path normalised (path.Clean of an absolute path; ""
+	// for a relative one), the path the policy confines (F1).
+	Path string `json:"path"`
+	// Bytes is a PUT's Content-Length (F2); nil when it has none.
+	Bytes *int64 `json:"bytes,omitempty"`
+	// Mode is a PUT's ?mode= parsed as octal (F2); nil when absent.
+	Mode *int64 `json:"mode,omitempty"`
 }
 
 // RequestBody holds the body fields that matter to the policy; nil means the
@@ -123,7 +139,16 @@ func (in *AuthzInput) Value() ast.Value {
 	q := ast.NewObjectWithCapacity(2)
 	putString(q, "stream", in.Request.Query.Stream)
 	putIntPtr(q, "tail_bytes", in.Request.Query.TailBytes)
+	putStringPtr(q, "path", in.Request.Query.Path)
+	putStringPtr(q, "mode", in.Request.Query.Mode)
 	req.Insert(ast.InternedTerm("query"), ast.NewTerm(q))
+	if f := in.Request.File; f != nil {
+		fo := ast.NewObjectWithCapacity(3)
+		fo.Insert(ast.InternedTerm("path"), ast.StringTerm(f.Path))
+		putIntPtr(fo, "bytes", f.Bytes)
+		putIntPtr(fo, "mode", f.Mode)
+		req.Insert(ast.InternedTerm("file"), ast.NewTerm(fo))
+	}
 	req.Insert(ast.InternedTerm("body"), ast.NewTerm(in.Request.Body.value()))
 	if in.Request.IdempotencyKey {
 		req.Insert(ast.InternedTerm("idempotency_key"), ast.InternedTerm(true))

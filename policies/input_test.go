@@ -33,7 +33,9 @@ func TestTheHandBuiltAuthzInputEqualsItsJSON(t *testing.T) {
 			Now: 1764406800,
 			Request: Request{
 				Method: "POST", Route: "/v1/sandboxes/:id/exec", Params: map[string]string{"id": "k7x2m9p4q8r5t1v6"},
-				Query: RequestQuery{Stream: "stdout", TailBytes: ptr[int64](4096)}, IdempotencyKey: true,
+				Query:          RequestQuery{Stream: "stdout", TailBytes: ptr[int64](4096), Path: ptr("/workspace/./x"), Mode: ptr("0644")},
+				File:           &FileRequest{Path: "/workspace/x", Bytes: ptr[int64](10), Mode: ptr[int64](0o644)},
+				IdempotencyKey: true,
 				Body: RequestBody{
 					Profile: ptr("strict"), Network: ptr("none"), TTLSeconds: ptr[int64](3600), CPUMHz: ptr[int64](500),
 					MemoryMB: ptr[int64](512), Image: ptr("ubuntu:24.04"), Node: ptr("w1"), ReissueToken: ptr(true),
@@ -55,10 +57,12 @@ func TestTheHandBuiltAuthzInputEqualsItsJSON(t *testing.T) {
 	}
 	// "every field set" must set every field: a field added to the body but
 	// not to the hand-built value would otherwise never reach the policy.
-	body := reflect.ValueOf(cases["every field set"].Request.Body)
-	for i := range body.NumField() {
-		if body.Field(i).IsZero() {
-			t.Fatalf("the \"every field set\" case leaves RequestBody.%s unset", body.Type().Field(i).Name)
+	for _, v := range []any{cases["every field set"].Request.Body, cases["every field set"].Request.Query, *cases["every field set"].Request.File} {
+		rv := reflect.ValueOf(v)
+		for i := range rv.NumField() {
+			if rv.Field(i).IsZero() {
+				t.Fatalf("the \"every field set\" case leaves %s.%s unset", rv.Type().Name(), rv.Type().Field(i).Name)
+			}
 		}
 	}
 	for name, in := range cases {

@@ -4,7 +4,9 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -150,11 +152,53 @@ func baselineEngine(t testing.TB) *Engine {
 	if err := untar(baselineBundle, dir); err != nil {
 		t.Fatal(err)
 	}
+	if err := addNewerSettings(filepath.Join(dir, "data.json")); err != nil {
+		t.Fatal(err)
+	}
 	e, err := New(context.Background(), Config{Dir: dir})
 	if err != nil {
 		t.Fatalf("baseline bundle: %v", err)
 	}
 	return e
+}
+
+// newerSettings are the sections of data.sandgate.config that the Go side
+// requires since the baseline was frozen; the baseline's rules never read
+// them, so copying the current ones in changes none of its decisions.
+var newerSettings = []string{"files"}
+
+// addNewerSettings copies newerSettings from the current bundle's data into
+// the baseline's data file, where they are missing.
+func addNewerSettings(file string) error {
+	var base, cur map[string]any
+	for f, v := range map[string]*map[string]any{file: &base, "data.json": &cur} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(b, v); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+	}
+	config := func(m map[string]any) map[string]any {
+		sg, _ := m["sandgate"].(map[string]any)
+		c, _ := sg["config"].(map[string]any)
+		return c
+	}
+	bc, cc := config(base), config(cur)
+	if bc == nil || cc == nil {
+		return errors.New("data.json without data.sandgate.config")
+	}
+	for _, k := range newerSettings {
+		if _, ok := bc[k]; !ok {
+			bc[k] = cc[k]
+		}
+	}
+	b, err := json.Marshal(base)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, b, 0o600)
 }
 
 // untar extracts the regular files of a gzipped tarball (an `opa build`

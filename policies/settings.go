@@ -20,6 +20,7 @@ type Settings struct {
 	NodeBudgetDefault BudgetLimits      `json:"node_budget_default"`
 	Lifetime          LifetimeSettings  `json:"lifetime"`
 	Exec              ExecSettings      `json:"exec"`
+	Files             FilesSettings     `json:"files"`
 	Images            ChoiceSettings    `json:"images"`
 	Runtimes          RuntimeSettings   `json:"runtimes"`
 	// Profiles maps a profile name (strict, workspace) to its container settings.
@@ -140,6 +141,22 @@ type ExecSettings struct {
 	ReservedEnvPrefixes []string `json:"reserved_env_prefixes"`
 }
 
+// FilesSettings bounds the files routes (F1, F2). The gateway reads the
+// roots to hand them to the in-sandbox script, which refuses a symbolic
+// link that leaves them; the policy alone decides which paths are allowed.
+type FilesSettings struct {
+	Roots          []string `json:"roots"`
+	MaxPathBytes   int      `json:"max_path_bytes"`
+	MaxWriteBytes  int64    `json:"max_write_bytes"`
+	MaxReadBytes   int64    `json:"max_read_bytes"`
+	MaxListEntries int      `json:"max_list_entries"`
+	TimeoutSeconds int      `json:"timeout_seconds"`
+	// DefaultMode is the permission bits of a written file without ?mode=.
+	DefaultMode uint32 `json:"default_mode"`
+	// AllowedModeBits is what F2 holds ?mode= to.
+	AllowedModeBits uint32 `json:"allowed_mode_bits"`
+}
+
 // ChoiceSettings is an allowlist with its default.
 type ChoiceSettings struct {
 	Default string   `json:"default"`
@@ -251,6 +268,11 @@ func (s Settings) validate() error {
 	need(s.Lifetime.DefaultTTLSeconds > 0 && s.Lifetime.CeilingSeconds >= s.Lifetime.DefaultTTLSeconds, "lifetime.default_ttl_seconds within lifetime.ceiling_seconds")
 	need(s.Exec.DefaultTimeoutSeconds > 0 && s.Exec.MaxTimeoutSeconds >= s.Exec.DefaultTimeoutSeconds, "exec.default_timeout_seconds within exec.max_timeout_seconds")
 	need(s.Exec.MaxOutputBytes > 0, "exec.max_output_bytes")
+	need(len(s.Files.Roots) > 0, "files.roots")
+	need(s.Files.MaxReadBytes > 0, "files.max_read_bytes")
+	need(s.Files.MaxListEntries > 0, "files.max_list_entries")
+	need(s.Files.TimeoutSeconds > 0, "files.timeout_seconds")
+	need(s.Files.DefaultMode&^0o777 == 0, "files.default_mode within 0777")
 	need(s.Images.Default != "", "images.default")
 	need(s.Runtimes.Default != "", "runtimes.default")
 	need(s.Docker.PidsLimitDefault > 0, "docker.pids_limit_default")

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
@@ -28,6 +29,9 @@ type simAlloc struct {
 	// dropped: its node went down, which ends its exec streams with close
 	// 1000 and no exit code (real-lost-exec-in-flight.json).
 	dropped bool
+	// cfs is the task's container filesystem (containerfs.go).
+	cfs    *containerFS
+	fsOnce sync.Once
 }
 
 // simSigningKeyID is the (fake) keyring key every allocation is signed with.

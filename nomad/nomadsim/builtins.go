@@ -22,8 +22,11 @@ import (
 //   - echo [-n] [-e] ARGS...      prints ARGS
 //   - true, false, :              exit 0, 1, 0
 //   - sleep N[smhd]...            sleeps the sum; fractions allowed; killable
-//   - cat [-]                     copies stdin to stdout until stdin closes
-//     (a file operand fails: the simulated task has no files)
+//   - cat [-] | cat FILE...       copies stdin to stdout until stdin closes,
+//     or the files of the container's in-memory filesystem (containerfs.go)
+//   - ln -s TARGET NAME, mkdir [-p] DIR...  on that filesystem
+//   - sh -c on the gateway's file operations script (render/fileops) is
+//     emulated on it too (biFiles)
 //   - sh -c SCRIPT                runs a script of simple builtin commands
 //     joined by ';', '&&', '||' or newlines, or put in the background with
 //     '&' (killed when the script ends), with quotes, `>&2`, `2>&1`,
@@ -61,6 +64,8 @@ type proc struct {
 	// busybox: the task's image is busybox, whose sh words some errors
 	// differently from dash's (busyboxImage).
 	busybox bool
+	// fs is the container's filesystem (containerfs.go).
+	fs *containerFS
 }
 
 // busyboxImage reports whether a docker task runs a busybox image (its
@@ -85,7 +90,7 @@ func init() {
 		"echo": biEcho, "true": func(*proc) int { return 0 }, ":": func(*proc) int { return 0 },
 		"false": func(*proc) int { return 1 }, "sleep": biSleep, "cat": biCat, "sh": biSh,
 		"bash": biSh, "dash": biSh, "yes": biYes, "env": biEnv, "pwd": biPwd,
-		"printenv": biPrintenv, "timeout": biTimeout,
+		"printenv": biPrintenv, "timeout": biTimeout, "ln": biLn, "mkdir": biMkdir,
 	}
 }
 
@@ -109,7 +114,7 @@ func (p *proc) sub(ctx context.Context, argv, env []string, cwd string) (int, bo
 	if !ok {
 		return 127, false
 	}
-	return fn(&proc{ctx: ctx, args: argv, env: env, cwd: cwd, stdin: p.stdin, stdout: p.stdout, stderr: p.stderr, busybox: p.busybox}), true
+	return fn(&proc{ctx: ctx, args: argv, env: env, cwd: cwd, stdin: p.stdin, stdout: p.stdout, stderr: p.stderr, busybox: p.busybox, fs: p.fs}), true
 }
 
 func (p *proc) errf(format string, a ...any) {
@@ -216,11 +221,18 @@ func biSleep(p *proc) int {
 }
 
 func biCat(p *proc) int {
-	for _, a := range p.args[1:] {
-		if a != "-" {
-			p.errf("cat: %s: No such file or directory\n", a)
-			return 1
+	if files := p.args[1:]; len(files) > 0 && !(len(files) == 1 && files[0] == "-") {
+		status := 0
+		for _, a := range files {
+			b, err := p.readFile(a)
+			if err != nil {
+				p.errf("cat: %s: %v\n", a, err)
+				status = 1
+				continue
+			}
+			_, _ = p.stdout.Write(b)
 		}
+		return status
 	}
 	buf := make([]byte, 32<<10)
 	for {

@@ -269,7 +269,7 @@ func (s *Server) runExec(e *execSession, sa *simAlloc, command, env []string, tt
 	exitCh := make(chan int, 1)
 	out := &streamWriter{e: e, crlf: tty}
 	errw := &streamWriter{e: e, stderr: !tty, crlf: tty}
-	p := &proc{ctx: ctx, args: command, env: env, cwd: "/", stdin: &stdinReader{p: stdin, ctx: ctx}, stdout: out, stderr: errw, busybox: busybox}
+	p := &proc{ctx: ctx, args: command, env: env, cwd: "/", stdin: &stdinReader{p: stdin, ctx: ctx}, stdout: out, stderr: errw, busybox: busybox, fs: sa.containerFS(time.Now)}
 	fn, _ := lookupBuiltin(command[0])
 	s.mu.Lock()
 	s.procs[ep] = struct{}{}

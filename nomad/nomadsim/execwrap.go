@@ -16,7 +16,8 @@ import (
 // command only, the command's exit status is the wrapper's, and when the
 // timeout passes the command is killed and the wrapper exits 143 (SIGTERM),
 // as the real script does for a command that dies of the TERM it sends.
-// The simulator has no files, so any absolute working directory exists.
+// Any absolute working directory exists (the in-memory container
+// filesystem is not consulted for it).
 func biWrapper(p *proc, cmd execwrap.Command) int {
 	if len(cmd.Argv) == 0 {
 		return 0

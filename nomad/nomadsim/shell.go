@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"sandgate/render/execwrap"
+	"sandgate/render/fileops"
 )
 
 // errShellUnsupported marks a script the simulated shell cannot run.
@@ -34,6 +35,13 @@ type shCommand struct {
 // biSh is the simulated sh: `sh -c SCRIPT` or, without -c, a script read
 // from stdin until it closes.
 func biSh(p *proc) int {
+	if req, ok, err := fileops.Parse(p.args); ok {
+		if err != nil {
+			p.errf("%s: %v\n", fileops.Name, err)
+			return 2
+		}
+		return biFiles(p, req)
+	}
 	if cmd, ok, err := execwrap.Parse(p.args); ok {
 		if err != nil {
 			p.errf("%s: %v\n", execwrap.Name, err)
@@ -149,7 +157,7 @@ func runScript(p *proc, cmds []shCommand) int {
 				continue
 			}
 		}
-		child := &proc{ctx: p.ctx, args: words, env: env, cwd: cwd, stdin: p.stdin, stdout: out, stderr: errw, busybox: p.busybox}
+		child := &proc{ctx: p.ctx, args: words, env: env, cwd: cwd, stdin: p.stdin, stdout: out, stderr: errw, busybox: p.busybox, fs: p.fs}
 		fn, ok := lookupBuiltin(words[0])
 		switch {
 		case ok && c.background:

@@ -259,7 +259,7 @@ test_the_sandbox_routes_are_the_routes_marked_target_sandbox if {
 	marked := {key | some key, route in routes; route.target == "sandbox"}
 	prefixed := {key | some key, _ in routes; startswith(split(key, " ")[1], "/v1/sandboxes/:id")}
 	marked == prefixed
-	count(marked) == 5
+	count(marked) == 8
 }
 
 # Ownership is written for these roles (operator: none; agent: its principal;

@@ -27,14 +27,15 @@ import future.keywords.or
 #   including destroy: it is refused one second past the sandbox's expiry and
 #   the reaper cleans up. Operator and agent tokens may still GET the status,
 #   read the logs and DELETE the sandbox, so its owner can see what happened
-#   and clean up; exec and extend are refused (an expired sandbox runs nothing
-#   more and is not resurrected: create a new one).
+#   and clean up; exec, files (which run in the sandbox) and extend are refused
+#   (an expired sandbox runs nothing more and is not resurrected: create a new
+#   one).
 # custom:
 #   id: T3
 #   severity: high
 violations contains {"rule": "T3", "msg": _expired_msg} if {
 	startswith(input.request.route, "/v1/sandboxes/:id")
-	input.token.role == "session" or input.request.route in {"/v1/sandboxes/:id/exec", "/v1/sandboxes/:id/extend"}
+	input.token.role == "session" or input.request.route in {"/v1/sandboxes/:id/exec", "/v1/sandboxes/:id/files", "/v1/sandboxes/:id/extend"}
 	not {
 		input.now < input.sandbox.expires_at
 		input.now < input.sandbox.ceiling_at
