@@ -2,11 +2,14 @@ package gateway
 
 import (
 	"net/http"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"sandgate/policies"
 )
 
 // The bodies of the routes that take one, through the whole pipeline
@@ -155,13 +158,30 @@ func FuzzAuthorizeExec(f *testing.F) {
 				}
 			}
 		}
-		if w := b.Workdir; w != nil && (!strings.HasPrefix(*w, "/") || len(*w) > ex.MaxVectorBytes || strings.ContainsRune(*w, 0)) {
-			t.Fatalf("workdir %q let through", *w)
+		if w := b.Workdir; w != nil && !fuzzWorkdirAllowed(*w, ex) {
+			t.Fatalf("workdir %q let through (E1: a normalised absolute path of at most %d bytes, at or under one of %q)", *w, ex.MaxWorkdirBytes, ex.WorkdirRoots)
 		}
 		if n := b.MaxOutputBytes; n != nil && (*n < 1 || *n > int64(ex.MaxOutputBytes)) {
 			t.Fatalf("max_output_bytes %d let through (E2)", *n)
 		}
 	})
+}
+
+// fuzzWorkdirAllowed is what E1 lets through as an exec's workdir, written
+// independently of the Rego: a path path.Clean leaves as it is (no empty,
+// "." or ".." segment, no trailing slash but "/"), absolute, without NUL,
+// of at most exec.max_workdir_bytes, equal to one of exec.workdir_roots or
+// below one on a segment boundary.
+func fuzzWorkdirAllowed(w string, ex policies.ExecSettings) bool {
+	if !strings.HasPrefix(w, "/") || path.Clean(w) != w || strings.ContainsRune(w, 0) || len(w) > ex.MaxWorkdirBytes {
+		return false
+	}
+	for _, root := range ex.WorkdirRoots {
+		if w == root || strings.HasPrefix(w, strings.TrimSuffix(root, "/")+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func FuzzAuthorizeMint(f *testing.F) {

@@ -214,7 +214,10 @@ func (r *execRequest) policyBody() policies.RequestBody {
 
 // check refuses what the wrapper cannot carry, whatever the policy
 // allows; the policy judges names (E1: exec.env_name_pattern and
-// exec.reserved_env_prefixes) and sizes (E1, E2).
+// exec.reserved_env_prefixes), sizes (E1, E2) and the workdir (E1: a
+// normalised absolute path under one of exec.workdir_roots). The workdir
+// test here only adds a refusal under a bundle that would let a relative
+// or NUL-holding path through: it is never what confines the workdir.
 func (r *execRequest) check(*Server) error {
 	if len(r.Argv) > 0 && strings.Contains(r.Argv[0], "=") {
 		return invalid("argv[0]", "must name a program, not an assignment (no '=')")

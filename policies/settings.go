@@ -139,6 +139,11 @@ type ExecSettings struct {
 	// to; Go reads them only to test that it does.
 	EnvNamePattern      string   `json:"env_name_pattern"`
 	ReservedEnvPrefixes []string `json:"reserved_env_prefixes"`
+	// MaxWorkdirBytes and WorkdirRoots are what E1 holds a workdir to (at
+	// most that many bytes, at or under one of the roots on a segment
+	// boundary); Go reads them only to test that it does.
+	MaxWorkdirBytes int      `json:"max_workdir_bytes"`
+	WorkdirRoots    []string `json:"workdir_roots"`
 }
 
 // FilesSettings bounds the files routes (F1, F2). The gateway reads the

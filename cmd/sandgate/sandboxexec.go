@@ -118,7 +118,7 @@ failed) says why and exits 1; with -o json each event is one JSON line.`,
 	}
 	f := cmd.Flags()
 	f.DurationVar(&timeout, "timeout", 0, "stop the command after this long (default 60s, at most 120s)")
-	f.StringVar(&workdir, "workdir", "", "absolute working directory inside the sandbox")
+	f.StringVar(&workdir, "workdir", "", "working directory inside the sandbox: absolute, normalised, at or under one of the policy's exec.workdir_roots (/workspace, /tmp by default)")
 	f.StringArrayVar(&env, "env", nil, "an environment variable K=V (repeatable)")
 	f.StringVar(&stdinFile, "stdin-file", "", "send this file (- for this CLI's stdin) to the command's stdin")
 	f.BoolVar(&stream, "stream", false, "write the output as it arrives (Server-Sent Events)")

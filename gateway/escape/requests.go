@@ -141,6 +141,18 @@ var requests = []request{
 		build: func(s policies.Settings) *policies.AuthzInput {
 			return &policies.AuthzInput{Now: auditNow, Request: exec(auditSandbox, "--privileged", "sh"), Token: agentToken(s, "ci"), Sandbox: record(s, auditSandbox, "agent:ci")}
 		}},
+	{ID: "request/exec-in-a-workdir-climbing-out-of-the-workspace", What: "exec whose workdir climbs out of /workspace with ..", Rule: "E1",
+		build: func(s policies.Settings) *policies.AuthzInput {
+			r := exec(auditSandbox, "cat", "shadow")
+			r.Body.Workdir = ptr("/workspace/../etc")
+			return &policies.AuthzInput{Now: auditNow, Request: r, Token: agentToken(s, "ci"), Sandbox: record(s, auditSandbox, "agent:ci")}
+		}},
+	{ID: "request/exec-in-a-workdir-outside-the-roots", What: "exec whose workdir is outside every exec.workdir_roots entry", Rule: "E1",
+		build: func(s policies.Settings) *policies.AuthzInput {
+			r := exec(auditSandbox, "ls")
+			r.Body.Workdir = ptr("/etc")
+			return &policies.AuthzInput{Now: auditNow, Request: r, Token: agentToken(s, "ci"), Sandbox: record(s, auditSandbox, "agent:ci")}
+		}},
 	{ID: "request/exec-in-an-expired-sandbox", What: "exec in a sandbox past its expiry that the reaper has not reached", Rule: "T3",
 		build: func(s policies.Settings) *policies.AuthzInput {
 			rec := record(s, auditSandbox, "agent:ci")

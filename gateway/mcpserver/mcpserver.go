@@ -92,7 +92,7 @@ type ExecArgs struct {
 	Stdin          *string           `json:"stdin,omitempty" jsonschema:"text written to the command, then closed"`
 	StdinBase64    *string           `json:"stdin_base64,omitempty" jsonschema:"stdin as standard base64, for bytes that are not UTF-8"`
 	TimeoutSeconds int64             `json:"timeout_seconds,omitempty" jsonschema:"default 60, at most the bundle's exec.max_timeout_seconds"`
-	Workdir        string            `json:"workdir,omitempty" jsonschema:"absolute working directory"`
+	Workdir        string            `json:"workdir,omitempty" jsonschema:"working directory: /workspace, /tmp or a directory under them (the policy's exec.workdir_roots), absolute and normalised (no .. or trailing /)"`
 	Env            map[string]string `json:"env,omitempty" jsonschema:"environment entries for this command only"`
 	MaxOutputBytes int64             `json:"max_output_bytes,omitempty" jsonschema:"cap on each of stdout and stderr, at most the bundle's exec.max_output_bytes"`
 }

@@ -259,6 +259,112 @@ violations contains {"rule": "E1", "msg": "exec: workdir must be a string"} if {
 }
 
 # METADATA
+# title: Exec's workdir is a normalised absolute path
+# description: >-
+#   body.workdir, when a string, must be "/" or "/" followed by segments
+#   joined by single slashes, none of them empty, "." or "..": no "//", no
+#   "/./", no "/../" and no trailing "/" (only "/" itself ends in one). The
+#   path the policy judges is then the directory the command starts in, so
+#   the root check below cannot be walked out of ("/workspace/../etc"). An
+#   empty or relative workdir is refused here too.
+# custom:
+#   id: E1
+#   severity: high
+violations contains {"rule": "E1", "msg": "exec: workdir must be a normalised absolute path (it starts with '/'; no empty, '.' or '..' segment; no trailing '/')"} if {
+	input.request.method == "POST"
+	input.request.route == "/v1/sandboxes/:id/exec"
+	w := input.request.body.workdir
+	is_string(w)
+	not _normalised_absolute(w)
+}
+
+# _normalised_absolute(p): p is "/", or "/" and segments that are neither
+# empty, "." nor "..".
+_normalised_absolute("/")
+
+_normalised_absolute(p) if {
+	startswith(p, "/")
+	not {
+		some segment in split(substring(p, 1, -1), "/")
+		segment in {"", ".", ".."}
+	}
+}
+
+# METADATA
+# title: Exec's workdir holds no NUL byte
+# description: >-
+#   Refuses a body.workdir that contains a NUL byte: the shell and chdir(2)
+#   would stop there, so the directory the command starts in would differ
+#   from the one authorized.
+# custom:
+#   id: E1
+#   severity: high
+violations contains {"rule": "E1", "msg": "exec: workdir contains a NUL byte"} if {
+	input.request.method == "POST"
+	input.request.route == "/v1/sandboxes/:id/exec"
+	w := input.request.body.workdir
+	is_string(w)
+	contains(w, "\u0000")
+}
+
+# METADATA
+# title: Exec's workdir is bounded
+# description: >-
+#   body.workdir, when a string, is at most exec.max_workdir_bytes UTF-8
+#   bytes (4095 by default: PATH_MAX less its terminating NUL, the longest
+#   path chdir(2) takes). It also counts toward exec.max_vector_bytes with
+#   argv and env.
+# custom:
+#   id: E1
+#   severity: high
+violations contains {"rule": "E1", "msg": sprintf("exec: workdir is more than exec.max_workdir_bytes (%v) bytes", [object.get(data.sandgate.config, ["exec", "max_workdir_bytes"], "unset")])} if {
+	input.request.method == "POST"
+	input.request.route == "/v1/sandboxes/:id/exec"
+	w := input.request.body.workdir
+	is_string(w)
+
+	# hex.encode writes two digits a byte of the UTF-8.
+	not count(hex.encode(w)) / 2 <= data.sandgate.config.exec.max_workdir_bytes
+}
+
+# METADATA
+# title: Exec's workdir is at or under a workdir root
+# description: >-
+#   body.workdir, when a string, must equal one of exec.workdir_roots or
+#   start with one of them followed by "/": the match is on a segment
+#   boundary, so "/workspacefoo" is not under "/workspace". The root "/"
+#   admits every absolute path. A root that is not itself a normalised
+#   absolute path (a typo such as "workspace" or "/workspace/") matches
+#   nothing, and a missing or malformed root list refuses every workdir.
+#   The prefix is matched on the path as sent; the normalisation rule above
+#   refuses the paths ("..") that would climb back out.
+# custom:
+#   id: E1
+#   severity: high
+violations contains {"rule": "E1", "msg": sprintf("exec: workdir must be one of exec.workdir_roots %v or under one of them", [object.get(data.sandgate.config, ["exec", "workdir_roots"], "unset")])} if {
+	input.request.method == "POST"
+	input.request.route == "/v1/sandboxes/:id/exec"
+	w := input.request.body.workdir
+	is_string(w)
+	not _under_a_workdir_root(w)
+}
+
+_under_a_workdir_root(w) if {
+	roots := data.sandgate.config.exec.workdir_roots
+	is_array(roots)
+	some root in roots
+	is_string(root)
+	_normalised_absolute(root)
+	_at_or_under(w, root)
+}
+
+# _at_or_under(p, root): p is root, or below it on a segment boundary
+# (root "/" ends in the separator already).
+_at_or_under(p, root) if p == root
+
+_at_or_under(p, root) if startswith(p, concat("", [trim_suffix(root, "/"), "/"]))
+
+# METADATA
 # title: Exec's stdin is bounded
 # description: >-
 #   body.stdin_bytes (the length of stdin, counted by the gateway), when

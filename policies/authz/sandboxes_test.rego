@@ -254,10 +254,10 @@ test_e1_env_counts_toward_the_vector if {
 }
 
 test_e1_workdir_counts_toward_the_vector if {
-	dir := concat("", ["/", repeat("d", 999)])
+	dir := concat("", ["/workspace/", repeat("d", 989)])
 	allowed(exec_with({"argv": ["pwd"], "workdir": dir, "env_bytes": cfg.exec.max_vector_bytes - 1003}))
-	ids(exec_with({"argv": ["pwd"], "workdir": dir, "env_bytes": cfg.exec.max_vector_bytes - 1002})) == {"E1"}
-	ids(exec_with({"argv": ["pwd"], "workdir": concat("", ["/", repeat("é", cfg.exec.max_vector_bytes / 2)])})) == {"E1"}
+	d := authz.decision with input as exec_with({"argv": ["pwd"], "workdir": dir, "env_bytes": cfg.exec.max_vector_bytes - 1002})
+	{v.msg | some v in d.violations} == {sprintf("exec: argv, env and workdir together are %v bytes, more than %v", [cfg.exec.max_vector_bytes + 1, cfg.exec.max_vector_bytes])}
 }
 
 test_e1_a_null_or_malformed_part_never_lifts_the_bound if {
@@ -268,6 +268,142 @@ test_e1_a_null_or_malformed_part_never_lifts_the_bound if {
 	ids(exec_with({"argv": ["true"], "env_bytes": -1})) == {"E1"}
 	ids(exec_with({"argv": ["true"], "env_bytes": 1.5})) == {"E1"}
 	ids(exec_with({"argv": ["true"], "workdir": 42})) == {"E1"}
+}
+
+# ---------------------------------------------------------------------------
+# E1: the workdir
+# ---------------------------------------------------------------------------
+
+# The messages of an exec with this workdir.
+workdir_msgs(w) := {v.msg | some v in d.violations} if {
+	d := authz.decision with input as exec_with({"argv": ["pwd"], "workdir": w})
+}
+
+workdir_form_msg := "exec: workdir must be a normalised absolute path (it starts with '/'; no empty, '.' or '..' segment; no trailing '/')"
+
+workdir_roots_msg := sprintf("exec: workdir must be one of exec.workdir_roots %v or under one of them", [cfg.exec.workdir_roots])
+
+test_e1_workdir_a_root_itself_allowed if {
+	every root in cfg.exec.workdir_roots {
+		allowed(exec_with({"argv": ["pwd"], "workdir": root}))
+	}
+}
+
+test_e1_workdir_nested_under_a_root_allowed if {
+	every w in ["/workspace/src", "/workspace/a/b/c", "/tmp/build.1", "/workspace/.hidden", "/workspace/...", "/workspace/a..b", "/workspace/a b"] {
+		allowed(exec_with({"argv": ["pwd"], "workdir": w}))
+	}
+}
+
+test_e1_workdir_absent_or_null_allowed if {
+	allowed(exec_with({"argv": ["pwd"]}))
+	allowed(exec_with({"argv": ["pwd"], "workdir": null}))
+}
+
+test_e1_workdir_relative if {
+	every w in ["workspace", "workspace/src", "./workspace", "../workspace", "tmp"] {
+		workdir_msgs(w) == {workdir_form_msg, workdir_roots_msg}
+	}
+}
+
+test_e1_workdir_empty if {
+	workdir_msgs("") == {workdir_form_msg, workdir_roots_msg}
+}
+
+# A path that climbs out is refused as not normalised, whatever it starts with.
+test_e1_workdir_dot_dot if {
+	every w in ["/workspace/..", "/workspace/../etc", "/workspace/src/../../etc", "/tmp/../../../etc/shadow", "/workspace/a/../b"] {
+		workdir_msgs(w) == {workdir_form_msg}
+	}
+}
+
+test_e1_workdir_dot_and_empty_segments if {
+	every w in ["/workspace/.", "/workspace/./src", "//workspace", "/workspace//src", "/./workspace"] {
+		ids(exec_with({"argv": ["pwd"], "workdir": w})) == {"E1"}
+		workdir_form_msg in workdir_msgs(w)
+	}
+}
+
+test_e1_workdir_trailing_slash if {
+	workdir_msgs("/workspace/") == {workdir_form_msg}
+	workdir_msgs("/workspace/src/") == {workdir_form_msg}
+	workdir_msgs("/tmp/") == {workdir_form_msg}
+}
+
+# The prefix match is on a segment boundary.
+test_e1_workdir_sharing_a_prefix_with_a_root_is_not_under_it if {
+	every w in ["/workspacefoo", "/workspace-other/src", "/tmpx", "/tmp.d"] {
+		workdir_msgs(w) == {workdir_roots_msg}
+	}
+}
+
+test_e1_workdir_outside_the_roots if {
+	every w in ["/etc", "/", "/root", "/alloc", "/local", "/secrets", "/proc/self/cwd", "/var/tmp", "/WORKSPACE"] {
+		workdir_msgs(w) == {workdir_roots_msg}
+	}
+}
+
+test_e1_workdir_with_a_nul_byte if {
+	workdir_msgs("/workspace/\u0000/../etc") == {"exec: workdir contains a NUL byte", workdir_form_msg}
+	workdir_msgs("/tmp/a\u0000b") == {"exec: workdir contains a NUL byte"}
+}
+
+test_e1_workdir_length_bound if {
+	max := cfg.exec.max_workdir_bytes
+	at := concat("", ["/workspace/", repeat("d", max - 11)])
+	allowed(exec_with({"argv": ["pwd"], "workdir": at}))
+	over := concat("", [at, "d"])
+	workdir_msgs(over) == {sprintf("exec: workdir is more than exec.max_workdir_bytes (%v) bytes", [max])}
+}
+
+test_e1_workdir_length_is_utf8_bytes if {
+	# "é" is 2 bytes: half as many characters as the bound overflow it.
+	# "/tmp/" is 5 bytes: n of them fit while 5 + 2n <= max.
+	n := floor((cfg.exec.max_workdir_bytes - 5) / 2)
+	allowed(exec_with({"argv": ["pwd"], "workdir": concat("", ["/tmp/", repeat("é", n)])}))
+	ids(exec_with({"argv": ["pwd"], "workdir": concat("", ["/tmp/", repeat("é", n + 1)])})) == {"E1"}
+}
+
+test_e1_workdir_rules_read_policy_data if {
+	# Other roots apply at once; "/" admits every normalised absolute path.
+	allowed(exec_with({"argv": ["pwd"], "workdir": "/srv/job"})) with data.sandgate.config.exec.workdir_roots as ["/srv"]
+	denied(exec_with({"argv": ["pwd"], "workdir": "/workspace"})) with data.sandgate.config.exec.workdir_roots as ["/srv"]
+	allowed(exec_with({"argv": ["pwd"], "workdir": "/etc"})) with data.sandgate.config.exec.workdir_roots as ["/"]
+	allowed(exec_with({"argv": ["pwd"], "workdir": "/"})) with data.sandgate.config.exec.workdir_roots as ["/"]
+	denied(exec_with({"argv": ["pwd"], "workdir": "/etc/.."})) with data.sandgate.config.exec.workdir_roots as ["/"]
+	denied(exec_with({"argv": ["pwd"], "workdir": "/workspace/src"})) with data.sandgate.config.exec.max_workdir_bytes as 10
+}
+
+# A root that is not itself a normalised absolute path matches nothing.
+test_e1_workdir_malformed_roots_match_nothing if {
+	every roots in [["workspace"], ["/workspace/"], ["/workspace/../"], [""], [42], "/workspace", [], null] {
+		denied(exec_with({"argv": ["pwd"], "workdir": "/workspace/src"})) with data.sandgate.config.exec.workdir_roots as roots
+		denied(exec_with({"argv": ["pwd"], "workdir": "/workspace"})) with data.sandgate.config.exec.workdir_roots as roots
+	}
+}
+
+test_e1_workdir_missing_policy_data_refuses if {
+	inp := exec_with({"argv": ["pwd"], "workdir": "/workspace"})
+	d := authz.decision with input as inp with data.sandgate.config as json.remove(cfg, ["exec/workdir_roots"])
+	{v.msg | some v in d.violations} == {"exec: workdir must be one of exec.workdir_roots unset or under one of them"}
+	d2 := authz.decision with input as inp with data.sandgate.config as json.remove(cfg, ["exec/max_workdir_bytes"])
+	{v.msg | some v in d2.violations} == {"exec: workdir is more than exec.max_workdir_bytes (unset) bytes"}
+
+	# Without a workdir, nothing reads them.
+	allowed(exec_with({"argv": ["pwd"]})) with data.sandgate.config as json.remove(cfg, ["exec/workdir_roots", "exec/max_workdir_bytes"])
+}
+
+# The shipped roots are well formed (a malformed one would match nothing).
+test_e1_workdir_shipped_roots_are_normalised if {
+	count(cfg.exec.workdir_roots) > 0
+	every root in cfg.exec.workdir_roots {
+		authz._normalised_absolute(root)
+		root != "/"
+	}
+}
+
+test_e1_workdir_other_routes_ignore_it if {
+	allowed(patch(base("GET /v1/sandboxes/:id", "session"), {"request": {"body": {"workdir": "/etc/../.."}}}))
 }
 
 test_e1_stdin_bytes_bounds if {

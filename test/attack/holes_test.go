@@ -139,7 +139,7 @@ func TestHoleNoDecisionLogLineExceeds8KiB(t *testing.T) {
 		{method: http.MethodPut, path: "/v1/hosts/" + strings.Repeat("n", 14_000) + "/enrollment", auth: op, body: `{}`},
 		{method: http.MethodDelete, path: "/v1/tokens/" + long, auth: op},
 		{method: http.MethodPost, path: "/v1/sandboxes/{a1}/exec", auth: op, body: execBody(map[string]any{"argv": []string{"echo", strings.Repeat("x", 900_000)}})},
-		{method: http.MethodPost, path: "/v1/sandboxes/{a1}/exec", auth: op, body: execBody(map[string]any{"argv": []string{"true"}, "env": manyEnv(64), "stdin": strings.Repeat("i", 200_000), "workdir": "/" + strings.Repeat("w", 16<<10)})},
+		{method: http.MethodPost, path: "/v1/sandboxes/{a1}/exec", auth: op, body: execBody(map[string]any{"argv": []string{"true"}, "env": manyEnv(64), "stdin": strings.Repeat("i", 200_000), "workdir": "/workspace/" + strings.Repeat("w", 16<<10)})},
 		{method: http.MethodPost, path: "/v1/tokens", auth: op, body: `{"role":"agent","ttl_seconds":3600,"label":"` + strings.Repeat("l", 600_000) + `"}`},
 		{method: http.MethodPost, path: "/v1/sandboxes", auth: "Bearer " + w.tokens["agentA"], body: `{"image":"` + strings.Repeat("i", 900_000) + `"}`},
 	} {
@@ -284,13 +284,13 @@ func TestHoleE1BoundsArgvEnvAndWorkdirTogether(t *testing.T) {
 		e1("50 environment values of 12,000 bytes", map[string]any{"argv": []string{"env"}, "env": bigEnv}),
 		e1("a 17 KB argv", map[string]any{"argv": []string{"echo", strings.Repeat("a", 17_000)}}),
 		e1("a 12 KB argv, a 4 KB workdir and a 1 KB environment", map[string]any{
-			"argv": []string{"echo", strings.Repeat("a", 12_000)}, "workdir": "/" + strings.Repeat("w", 4000), "env": map[string]string{"K": strings.Repeat("v", 1000)},
+			"argv": []string{"echo", strings.Repeat("a", 12_000)}, "workdir": "/workspace/" + strings.Repeat("w", 3989), "env": map[string]string{"K": strings.Repeat("v", 1000)},
 		}),
 		e1("64 variables of 128-byte names and 130-byte values", map[string]any{"argv": []string{"env"}, "env": longNames}),
 		{
 			name: "6 KB of argv, 4 KB of environment and a 2 KB workdir stay within the bound",
 			req: post("/v1/sandboxes/{s}/exec", execBody(map[string]any{
-				"argv": []string{"true", strings.Repeat("a", 6000)}, "env": map[string]string{"K": strings.Repeat("v", 4000)}, "workdir": "/" + strings.Repeat("w", 2000),
+				"argv": []string{"true", strings.Repeat("a", 6000)}, "env": map[string]string{"K": strings.Repeat("v", 4000)}, "workdir": "/workspace/" + strings.Repeat("w", 1989),
 			})),
 			as: "sess:s", status: 200, nomad: true, check: ran(0, ""),
 		},

@@ -287,7 +287,7 @@ func execSemantics(t *testing.T, g *gw, sb sandbox) {
 	if res.Stdout != "hello world|a'b\"c$d\n/workspace\n" || res.code() != 0 {
 		t.Errorf("env and workdir: %+v", res)
 	}
-	if res := run(map[string]any{"argv": []string{"pwd"}, "workdir": "/no/such/dir"}); res.code() != 125 || !strings.Contains(res.Stderr, "/no/such/dir") {
+	if res := run(map[string]any{"argv": []string{"pwd"}, "workdir": "/workspace/no/such/dir"}); res.code() != 125 || !strings.Contains(res.Stderr, "/workspace/no/such/dir") {
 		t.Errorf("a workdir that does not exist: %+v", res)
 	}
 	// The caller's PATH applies to the command only, never to the wrapper.
@@ -342,12 +342,19 @@ done`))
 	// signal it (kill, timeout).
 	g.sh(t, sb.id, sb.session, `for f in sleep setsid kill timeout sh env; do printf '#!/bin/sh\nexit 0\n' > "`+dir+`/$f"; chmod +x "`+dir+`/$f"; done`)
 	path := map[string]string{"PATH": dir + ":/usr/bin:/bin"}
-	res := run(map[string]any{"argv": []string{"/bin/sh", "-c", `echo start; /bin/sleep 2; echo done; probe`}, "env": path, "workdir": dir, "timeout_seconds": 20})
+	// The workdir is the planted directory where E1 allows it (under
+	// exec.workdir_roots: /workspace, /tmp); /var/tmp/bin or /root/bin is
+	// refused as a workdir, so the command starts in /workspace there.
+	workdir := dir
+	if !strings.HasPrefix(dir, "/workspace/") && !strings.HasPrefix(dir, "/tmp/") {
+		workdir = "/workspace"
+	}
+	res := run(map[string]any{"argv": []string{"/bin/sh", "-c", `echo start; /bin/sleep 2; echo done; probe`}, "env": path, "workdir": workdir, "timeout_seconds": 20})
 	if res.code() != 0 || res.TimedOut || res.Stdout != "start\ndone\nplanted\n" {
 		t.Errorf("a command under a PATH of planted tools: %+v", res)
 	}
 	start := time.Now()
-	res = run(map[string]any{"argv": []string{"/bin/sleep", "30"}, "env": path, "workdir": dir, "timeout_seconds": 2})
+	res = run(map[string]any{"argv": []string{"/bin/sleep", "30"}, "env": path, "workdir": workdir, "timeout_seconds": 2})
 	if !res.TimedOut || time.Since(start) > 20*time.Second {
 		t.Errorf("the timeout under a PATH of planted tools: %+v after %s", res, time.Since(start))
 	}
