@@ -63,6 +63,8 @@ type captured struct {
 	body    requestBody
 	query   policies.RequestQuery
 	qerr    error
+	files   filesQuery
+	ferr    error
 }
 
 type capturedKey struct{}
@@ -175,6 +177,7 @@ func (p *pipeline) capture(f *testing.F, method, path string) {
 			got.reached = true
 			got.body, _ = c.Get(ctxBody).(requestBody)
 			got.query, got.qerr = logsQuery(c)
+			got.files, got.ferr = parseFilesQuery(c)
 			return c.NoContent(http.StatusOK)
 		}, p.srv.authenticate, p.srv.authorize(r.body))
 		return

@@ -284,3 +284,62 @@ func FuzzAuthorizationHeader(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFilesQuery: ?path=&mode=&recursive= of the files routes. What reaches
+// a handler is a path the policy confined (F1): absolute, without NUL or a
+// ".." segment, normalised at or under one of files.roots on a segment
+// boundary, and for a write or delete never a root itself; a PUT's mode
+// has only bits within files.allowed_mode_bits (F2).
+func FuzzFilesQuery(f *testing.F) {
+	p := newPipeline(f)
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodDelete} {
+		p.capture(f, m, filesRoute)
+	}
+	roots := p.settings.Files.Roots
+	for _, seed := range []string{"path=/workspace/x", "path=/workspace/../etc", "path=/tmp//a/./b/", "path=/workspacefoo", "path=%2Fetc%2Fpasswd", "path=/workspace/x&mode=4755", "path=/workspace&recursive=true", "path=/tmp/%00"} {
+		for _, m := range []byte{0, 1, 2} {
+			f.Add(m, seed)
+		}
+	}
+	f.Fuzz(func(t *testing.T, which byte, rawQuery string) {
+		if strings.ContainsAny(rawQuery, "#") {
+			t.Skip("a fragment is not part of a request target")
+		}
+		method := []string{http.MethodGet, http.MethodPut, http.MethodDelete}[int(which)%3]
+		var body []byte
+		if method == http.MethodPut {
+			body = []byte("x")
+		}
+		a, ok := p.serve(method, "/v1/sandboxes/"+fuzzSandboxID+"/files?"+rawQuery, "Bearer {session}", body)
+		if !ok {
+			t.Skip("not a request net/http would pass on")
+		}
+		if !a.got.reached {
+			if a.status < 400 || a.status >= 500 {
+				t.Fatalf("%s ?%s: refused with %d %s", method, rawQuery, a.status, a.body)
+			}
+			return
+		}
+		q, _ := url.ParseQuery(rawQuery)
+		raw := q.Get("path")
+		got := a.got.files
+		if a.got.ferr != nil || got.raw == nil || *got.raw != raw {
+			t.Fatalf("the handler read %+v (%v) from %q", got, a.got.ferr, rawQuery)
+		}
+		if !strings.HasPrefix(raw, "/") || strings.ContainsRune(raw, 0) || slices.Contains(strings.Split(raw, "/"), "..") {
+			t.Fatalf("%s path %q let through (F1)", method, raw)
+		}
+		n := got.normalised
+		under, isRoot := false, false
+		for _, r := range roots {
+			isRoot = isRoot || n == r
+			under = under || n == r || strings.HasPrefix(n, r+"/")
+		}
+		if !under || (isRoot && method != http.MethodGet) {
+			t.Fatalf("%s path %q (normalised %q) let through outside or onto the roots %v (F1)", method, raw, n, roots)
+		}
+		if got.mode != nil && *got.mode&^int64(p.settings.Files.AllowedModeBits) != 0 {
+			t.Fatalf("mode %o let through (F2)", *got.mode)
+		}
+	})
+}

@@ -26,7 +26,7 @@ func run(ctx context.Context, argv []string, stdin string) (int, string, string)
 	if !ok {
 		return -1, "", "not a builtin"
 	}
-	code := fn(&proc{ctx: ctx, args: argv, env: testEnv, cwd: "/", stdin: &stdinReader{p: pipe, ctx: ctx}, stdout: &out, stderr: &errb})
+	code := fn(&proc{ctx: ctx, args: argv, env: testEnv, cwd: "/", stdin: &stdinReader{p: pipe, ctx: ctx}, stdout: &out, stderr: &errb, fs: newContainerFS(time.Now)})
 	return code, out.String(), errb.String()
 }
 
@@ -51,7 +51,11 @@ func TestBuiltinsBehaveLikeTheirCoreutilsNamesakes(t *testing.T) {
 		{"sleep needs an operand", []string{"sleep"}, "", 1, "", "sleep: missing operand\nTry 'sleep --help' for more information.\n"},
 		{"sleep rejects nonsense", []string{"sleep", "soon"}, "", 1, "", "sleep: invalid time interval ‘soon’\nTry 'sleep --help' for more information.\n"},
 		{"cat copies stdin", []string{"cat"}, "line 1\nline 2\n", 0, "line 1\nline 2\n", ""},
-		{"cat has no files to read", []string{"cat", "/etc/passwd"}, "", 1, "", "cat: /etc/passwd: No such file or directory\n"},
+		{"cat reads the container's files", []string{"cat", "/etc/passwd"}, "", 0, "root:x:0:0:root:/root:/bin/sh\n", ""},
+		{"cat of a missing file fails", []string{"cat", "/workspace/nope", "/etc/passwd"}, "", 1, "root:x:0:0:root:/root:/bin/sh\n", "cat: /workspace/nope: No such file or directory\n"},
+		{"cat of a directory fails", []string{"cat", "/tmp"}, "", 1, "", "cat: /tmp: Is a directory\n"},
+		{"ln -s makes a link cat follows", []string{"sh", "-c", "ln -s /etc/passwd /tmp/pw && cat /tmp/pw"}, "", 0, "root:x:0:0:root:/root:/bin/sh\n", ""},
+		{"mkdir -p makes parents", []string{"sh", "-c", "mkdir -p /workspace/a/b && mkdir /workspace/a/b"}, "", 1, "", "mkdir: cannot create directory '/workspace/a/b': File exists\n"},
 		{"sh exit N", []string{"sh", "-c", "exit 7"}, "", 7, "", ""},
 		{"sh exit wraps at 256", []string{"sh", "-c", "exit 300"}, "", 44, "", ""},
 		{"sh runs the recorded script", []string{"sh", "-c", "echo out; echo err >&2; exit 3"}, "", 3, "out\n", "err\n"},
