@@ -158,7 +158,7 @@ func (s *Server) fileOp(c echo.Context, op fileops.Op) (store.Sandbox, fileops.R
 		MaxEntries: st.MaxListEntries, Recursive: q.recursive, Roots: st.Roots,
 	}
 	if q.mode != nil {
-		req.Mode = uint32(*q.mode)
+		req.Mode = uint32(*q.mode & 0o7777777) //nolint:gosec // G115: parsed as 32-bit octal; F2 held it to allowed_mode_bits
 	}
 	if q.bytes != nil {
 		req.Size = *q.bytes

@@ -1,10 +1,13 @@
 package gateway_test
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -147,26 +150,32 @@ func TestFilesAreConfinedByThePolicyAndTheScript(t *testing.T) {
 	}
 	// Larger than files.max_write_bytes: refused on its Content-Length
 	// before a byte is read.
-	req, _ := http.NewRequest(http.MethodPut, h.url+filesPath(id, "/workspace/big"), strings.NewReader("x"))
-	req.ContentLength = 64<<20 + 1
-	req.Header.Set("Authorization", "Bearer "+session)
-	resp, err := http.DefaultClient.Do(req)
-	if err == nil {
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "F2") {
-			t.Fatalf("oversized put: %d %s", resp.StatusCode, body)
-		}
+	// (net/http's client will not send a body shorter than its
+	// Content-Length, so the request is written by hand.)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "PUT %s HTTP/1.1\r\nHost: sandgate\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\nx", filesPath(id, "/workspace/big"), session, 64<<20+1)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(big), `"F2"`) {
+		t.Fatalf("oversized put: %d %s", resp.StatusCode, big)
 	}
 	// A chunked body (no Content-Length) is 411.
-	req, _ = http.NewRequest(http.MethodPut, h.url+filesPath(id, "/workspace/chunked"), io.MultiReader(strings.NewReader("abc")))
+	req, _ := http.NewRequest(http.MethodPut, h.url+filesPath(id, "/workspace/chunked"), io.MultiReader(strings.NewReader("abc")))
 	req.Header.Set("Authorization", "Bearer "+session)
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusLengthRequired || !strings.Contains(string(body), "length_required") {
 		t.Fatalf("chunked put: %d %s", resp.StatusCode, body)
 	}

@@ -221,7 +221,7 @@ func biSleep(p *proc) int {
 }
 
 func biCat(p *proc) int {
-	if files := p.args[1:]; len(files) > 0 && !(len(files) == 1 && files[0] == "-") {
+	if files := p.args[1:]; len(files) > 1 || (len(files) == 1 && files[0] != "-") {
 		status := 0
 		for _, a := range files {
 			b, err := p.readFile(a)

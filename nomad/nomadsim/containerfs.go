@@ -47,10 +47,12 @@ func newContainerFS(now func() time.Time) *containerFS {
 	return fs
 }
 
+// The errors' texts are strerror's, as coreutils prints them.
 var (
-	errNoEnt  = errors.New("No such file or directory")
-	errNotDir = errors.New("Not a directory")
-	errLoop   = errors.New("Too many levels of symbolic links")
+	errNoEnt  = errors.New("No such file or directory")         //nolint:staticcheck // ST1005: strerror's wording
+	errNotDir = errors.New("Not a directory")                   //nolint:staticcheck // ST1005: strerror's wording
+	errLoop   = errors.New("Too many levels of symbolic links") //nolint:staticcheck // ST1005: strerror's wording
+	errIsDir  = errors.New("Is a directory")                    //nolint:staticcheck // ST1005: strerror's wording
 )
 
 // resolve returns the real path of p (absolute, clean), following every
@@ -405,7 +407,7 @@ func (p *proc) readFile(name string) ([]byte, error) {
 	}
 	n := fs.nodes[r]
 	if n.dir {
-		return nil, errors.New("Is a directory")
+		return nil, errIsDir
 	}
 	return slices.Clone(n.data), nil
 }

@@ -72,6 +72,7 @@ const (
 // Op is one file operation.
 type Op string
 
+// The operations: write a file, read a file or list a directory, remove.
 const (
 	OpPut    Op = "put"
 	OpGet    Op = "get"
