@@ -232,12 +232,12 @@ func (s *Server) getFile(c echo.Context) error {
 		return nil
 	}
 	switch {
-	case err != nil && !errors.Is(err, errGetAnswer):
+	case out.err != nil: // the writer stopped the stream on a malformed answer
+		return nomadUnavailable("the sandbox's answer to a file read was not understood", out.err)
+	case err != nil:
 		return s.filesFailed(c, ctx, rec, req, err)
 	case code != 0 && out.line.Len() == 0:
 		return filesRefused(req, code, stderr)
-	case out.err != nil:
-		return nomadUnavailable("the sandbox's answer to a file read was not understood", out.err)
 	case !out.header.Dir:
 		return nomadUnavailable("the sandbox ended the file read before sending it", fmt.Errorf("exit %d: %s", code, stderrText(stderr)))
 	}
@@ -254,7 +254,8 @@ func (s *Server) getFile(c echo.Context) error {
 	return c.JSON(http.StatusOK, l)
 }
 
-// errGetAnswer stops a get whose answer is malformed or too long.
+// errGetAnswer stops a get whose answer is malformed or too long (the
+// reason is in getWriter.err).
 var errGetAnswer = errors.New("files: malformed answer")
 
 // getWriter receives a get's stdout: the header line, then a file's bytes

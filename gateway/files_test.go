@@ -3,8 +3,10 @@ package gateway_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +14,10 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"sandgate/gateway"
+	"sandgate/gateway/gatewaytest"
+	"sandgate/render/fileops"
 )
 
 // putRaw sends a raw body with its Content-Length (net/http sets it for a
@@ -212,4 +218,30 @@ func TestFilesAreConfinedByThePolicyAndTheScript(t *testing.T) {
 	expectProblem(t, h.putRaw(filesPath(id, "/tmp/ws"), session, []byte("x")), http.StatusConflict, "is_a_directory")
 	expectProblem(t, h.putRaw(filesPath(id, "/workspace/via-link/x"), session, []byte("x")), http.StatusConflict, "not_a_directory")
 	expectProblem(t, h.do(http.MethodGet, filesPath(id, "/workspace/missing"), session, nil), http.StatusNotFound, "file_not_found")
+}
+
+// garbledNomad answers every file read with a header the gateway cannot
+// read, as a broken or hostile image's sh might.
+type garbledNomad struct{ gateway.Nomad }
+
+func (g garbledNomad) Exec(ctx context.Context, allocID, task string, argv []string, stdin []byte, stdout, stderr io.Writer) (int, error) {
+	if r, ok, _ := fileops.Parse(argv); ok && r.Op == fileops.OpGet {
+		// As nomad.Client does: a writer's error ends the stream, as an
+		// error of its own that does not wrap the writer's.
+		if _, err := io.WriteString(stdout, "Z not a header\nmore"); err != nil {
+			return -1, errors.New("nomad: exec: writing stdout: " + err.Error())
+		}
+		return 0, nil
+	}
+	return g.Nomad.Exec(ctx, allocID, task, argv, stdin, stdout, stderr)
+}
+
+func TestAFileReadWhoseAnswerIsMalformedSaysSo(t *testing.T) {
+	t.Parallel()
+	h := harnessOf(t, gatewaytest.New(t, gatewaytest.Options{Config: func(c *gateway.Config) { c.Nomad = garbledNomad{c.Nomad} }}))
+	id, session := h.create(h.operator, nil)
+	p := expectProblem(t, h.do(http.MethodGet, filesPath(id, "/workspace"), session, nil), http.StatusServiceUnavailable, "nomad_unavailable")
+	if d, _ := p["detail"].(string); !strings.Contains(d, "was not understood") {
+		t.Fatalf("detail %q does not say the answer was not understood", d)
+	}
 }
