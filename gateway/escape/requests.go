@@ -59,6 +59,15 @@ func exec(id string, argv ...string) policies.Request {
 	return r
 }
 
+// files is a files request for path as given (raw) and as the gateway
+// normalised it.
+func files(method, id, raw, normalised string) policies.Request {
+	r := call(method, "/v1/sandboxes/:id/files", map[string]string{"id": id})
+	r.Query.Path = &raw
+	r.File = &policies.FileRequest{Path: normalised}
+	return r
+}
+
 func ptr[T any](v T) *T { return &v }
 
 var requests = []request{
@@ -151,6 +160,32 @@ var requests = []request{
 		build: func(s policies.Settings) *policies.AuthzInput {
 			r := exec(auditSandbox, "ls")
 			r.Body.Workdir = ptr("/etc")
+			return &policies.AuthzInput{Now: auditNow, Request: r, Token: agentToken(s, "ci"), Sandbox: record(s, auditSandbox, "agent:ci")}
+		}},
+	{ID: "request/read-a-file-outside-the-roots", What: "a file read of /etc/shadow, outside files.roots", Rule: "F1",
+		build: func(s policies.Settings) *policies.AuthzInput {
+			return &policies.AuthzInput{Now: auditNow, Request: files("GET", auditSandbox, "/etc/shadow", "/etc/shadow"), Token: agentToken(s, "ci"), Sandbox: record(s, auditSandbox, "agent:ci")}
+		}},
+	{ID: "request/read-a-file-climbing-out-of-the-workspace", What: "a file read whose path climbs out of /workspace with ..", Rule: "F1",
+		build: func(s policies.Settings) *policies.AuthzInput {
+			return &policies.AuthzInput{Now: auditNow, Request: files("GET", auditSandbox, "/workspace/../etc/shadow", "/etc/shadow"), Token: agentToken(s, "ci"), Sandbox: record(s, auditSandbox, "agent:ci")}
+		}},
+	{ID: "request/replace-a-files-root", What: "a file write that replaces /workspace itself", Rule: "F1",
+		build: func(s policies.Settings) *policies.AuthzInput {
+			r := files("PUT", auditSandbox, "/workspace", "/workspace")
+			r.File.Bytes = ptr[int64](1)
+			return &policies.AuthzInput{Now: auditNow, Request: r, Token: agentToken(s, "ci"), Sandbox: record(s, auditSandbox, "agent:ci")}
+		}},
+	{ID: "request/write-a-setuid-file", What: "a file write with the setuid bit (mode 4755)", Rule: "F2",
+		build: func(s policies.Settings) *policies.AuthzInput {
+			r := files("PUT", auditSandbox, "/workspace/tool", "/workspace/tool")
+			r.File.Bytes, r.File.Mode = ptr[int64](1), ptr[int64](0o4755)
+			return &policies.AuthzInput{Now: auditNow, Request: r, Token: agentToken(s, "ci"), Sandbox: record(s, auditSandbox, "agent:ci")}
+		}},
+	{ID: "request/write-a-file-larger-than-the-bound", What: "a file write one byte over files.max_write_bytes", Rule: "F2",
+		build: func(s policies.Settings) *policies.AuthzInput {
+			r := files("PUT", auditSandbox, "/workspace/big", "/workspace/big")
+			r.File.Bytes = ptr(s.Files.MaxWriteBytes + 1)
 			return &policies.AuthzInput{Now: auditNow, Request: r, Token: agentToken(s, "ci"), Sandbox: record(s, auditSandbox, "agent:ci")}
 		}},
 	{ID: "request/exec-in-an-expired-sandbox", What: "exec in a sandbox past its expiry that the reaper has not reached", Rule: "T3",

@@ -64,6 +64,7 @@ func TestAttacks(t *testing.T) {
 		{"integer bounds", integerCases},
 		{"exec argv env workdir stdin", execCases},
 		{"logs", logsCases},
+		{"files", filesCases},
 		{"hosts and tokens", adminCases},
 	} {
 		t.Run(cat.name, func(t *testing.T) { run(t, w, cat.cases(t, w)) })
