@@ -91,6 +91,7 @@ FUZZ_TARGETS := \
 	./render:FuzzJob \
 	./render/isolation:FuzzConfig \
 	./render/execwrap:FuzzCommandRoundTrip \
+	./render/fileops:FuzzParseAnswer \
 	./policies:FuzzParseInput \
 	./gateway/token:FuzzVerify \
 	./gateway/client:FuzzReadProblem \
@@ -106,6 +107,7 @@ FUZZ_TARGETS := \
 	./gateway:FuzzAuthorizeMint \
 	./gateway:FuzzAuthorizeExtend \
 	./gateway:FuzzLogsQuery \
+	./gateway:FuzzFilesQuery \
 	./gateway:FuzzQueryParams \
 	./gateway:FuzzSandboxPathID \
 	./gateway:FuzzAuthorizationHeader

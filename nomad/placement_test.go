@@ -109,7 +109,9 @@ func TestWaitPlacementIgnoresAllocationsOfAnEarlierJob(t *testing.T) {
 	ev["CreateIndex"] = 100 // registered again after the recorded alloc (CreateIndex 19)
 	r.handle("GET", "/v1/evaluation/"+rawexecEvalID, jsonHandler(ev))
 	r.serve("rawexec-job-allocations")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Millisecond)
+	// Long enough for the evaluation's one poll on a loaded machine (60 ms
+	// failed at a load average of 9, still "waiting for the evaluation").
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	p, err := r.client().WaitPlacement(ctx, rawexecJob, rawexecEvalID)
 	if err != nil || p != (Placement{State: PlacementPending, Reason: "waiting for an allocation"}) {
