@@ -60,8 +60,9 @@ func limitsOf(h http.Header) FileLimits {
 // FileInfo is a file as the files API reports it: WriteFile's answer,
 // ReadFile's headers, one entry of a Listing.
 type FileInfo struct {
-	// Path is the file's absolute path (WriteFile, ReadFile); empty in a
-	// listing's entries.
+	// Path is the file's absolute path: as the gateway normalised it
+	// (WriteFile), as it was asked for (ReadFile); empty in a listing's
+	// entries.
 	Path string `json:"path,omitempty"`
 	// Name is a listing entry's name; empty otherwise.
 	Name string `json:"name,omitempty"`
