@@ -129,15 +129,27 @@ type listing struct {
 	Total     int  `json:"total"`
 }
 
+// filesLimits is the files routes' first middleware: it puts the
+// policy's files.* limits on the answer before anything can refuse it, so
+// that a refusal by authentication or the policy (401, 403 F1/F2, 404
+// sandbox_not_found) carries them as a success does.
+func (s *Server) filesLimits(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		st := s.cfg.Engine.Settings().Files
+		h := c.Response().Header()
+		h.Set(headerMaxWriteBytes, strconv.FormatInt(st.MaxWriteBytes, 10))
+		h.Set(headerMaxReadBytes, strconv.FormatInt(st.MaxReadBytes, 10))
+		h.Set(headerMaxListEntries, strconv.Itoa(st.MaxListEntries))
+		h.Set(headerFilesTimeout, strconv.Itoa(st.TimeoutSeconds))
+		return next(c)
+	}
+}
+
 // fileOp prepares one files request: the record (running), the parsed
-// query, the script's request, the limit headers and the deadline.
+// query, the script's request and the deadline (filesLimits has set the
+// limit headers).
 func (s *Server) fileOp(c echo.Context, op fileops.Op) (store.Sandbox, fileops.Request, context.Context, context.CancelFunc, error) {
 	st := s.cfg.Engine.Settings().Files
-	h := c.Response().Header()
-	h.Set(headerMaxWriteBytes, strconv.FormatInt(st.MaxWriteBytes, 10))
-	h.Set(headerMaxReadBytes, strconv.FormatInt(st.MaxReadBytes, 10))
-	h.Set(headerMaxListEntries, strconv.Itoa(st.MaxListEntries))
-	h.Set(headerFilesTimeout, strconv.Itoa(st.TimeoutSeconds))
 	rec, err := recordOf(c)
 	if err != nil {
 		return rec, fileops.Request{}, nil, nil, err

@@ -245,3 +245,32 @@ func TestAFileReadWhoseAnswerIsMalformedSaysSo(t *testing.T) {
 		t.Fatalf("detail %q does not say the answer was not understood", d)
 	}
 }
+
+// The limit headers are on every answer of the files routes, a refusal
+// before the handler (authentication, the policy, an unknown sandbox)
+// included, so that a client learns them from whatever it got.
+func TestEveryFilesAnswerCarriesTheLimits(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	id, session := h.create(h.operator, nil)
+	for _, c := range []struct {
+		name, method, path, tok string
+		status                  int
+	}{
+		{"a listing", http.MethodGet, filesPath(id, "/workspace"), session, http.StatusOK},
+		{"a missing file", http.MethodGet, filesPath(id, "/workspace/missing"), session, http.StatusNotFound},
+		{"a path outside the roots (F1)", http.MethodGet, filesPath(id, "/etc/passwd"), session, http.StatusForbidden},
+		{"a root removed (F1)", http.MethodDelete, filesPath(id, "/workspace"), session, http.StatusForbidden},
+		{"an unknown sandbox", http.MethodGet, filesPath("nosuchsandbox", "/workspace"), h.operator, http.StatusNotFound},
+		{"no token", http.MethodGet, filesPath(id, "/workspace"), "", http.StatusUnauthorized},
+	} {
+		r := h.do(c.method, c.path, c.tok, nil)
+		if r.status != c.status {
+			t.Errorf("%s: %d %s, want %d", c.name, r.status, r.body, c.status)
+		}
+		if r.header.Get("X-Sandgate-Max-Write-Bytes") != "67108864" || r.header.Get("X-Sandgate-Max-Read-Bytes") != "67108864" ||
+			r.header.Get("X-Sandgate-Max-List-Entries") != "1000" || r.header.Get("X-Sandgate-Files-Timeout-Seconds") != "300" {
+			t.Errorf("%s: limit headers %v", c.name, r.header)
+		}
+	}
+}

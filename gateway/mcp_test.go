@@ -1,7 +1,9 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -108,7 +110,7 @@ func TestMCPToolsAreTheRESTRoutesUnderTheSameToken(t *testing.T) {
 		names = append(names, tool.Name)
 	}
 	slices.Sort(names)
-	if strings.Join(names, " ") != "create_sandbox destroy_sandbox exec logs sandbox_status" {
+	if strings.Join(names, " ") != "create_sandbox destroy_sandbox exec list_files logs read_file sandbox_status write_file" {
 		t.Fatalf("tools: %v", names)
 	}
 	res, sbx := callTool(t, agent, "create_sandbox", map[string]any{"labels": map[string]string{"via": "mcp"}})
@@ -167,5 +169,104 @@ func TestMCPToolsAreTheRESTRoutesUnderTheSameToken(t *testing.T) {
 	got := h.do(http.MethodGet, "/v1/decisions?principal=agent:mcp-agent&entrypoint=admission", h.operator, nil).json(t)
 	if ds := asSlice(got["decisions"]); len(ds) != 2 {
 		t.Fatalf("the two creates' admission decisions: %v", got)
+	}
+}
+
+// The file tools are the files route under the caller's token: a session
+// token writes, reads and lists in its own sandbox, and is refused another
+// one (T2), a path outside the roots (F1) and a mode beyond 0777 (F2).
+// read_file returns text or base64, a bounded window with the offset that
+// reads on.
+func TestMCPFileToolsWriteReadAndList(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	id, session := h.create(h.operator, nil)
+	otherID, _ := h.create(h.operator, nil)
+	s := mcpSession(t, h, session)
+
+	res, out := callTool(t, s, "write_file", map[string]any{"id": id, "path": "/workspace/notes/hello.txt", "content": "héllo\n"})
+	if res.IsError || out["path"] != "/workspace/notes/hello.txt" || out["size"] != float64(7) || out["mode"] != "0644" || out["type"] != "file" {
+		t.Fatalf("write_file: %v", out)
+	}
+	t.Logf("an MCP write_file result: %s", res.Content[0].(*mcp.TextContent).Text)
+	res, out = callTool(t, s, "read_file", map[string]any{"id": id, "path": "/workspace/notes/hello.txt"})
+	if res.IsError || out["encoding"] != "utf-8" || out["content"] != "héllo\n" || out["truncated"] != false || out["size"] != float64(7) || out["next_offset"] != nil {
+		t.Fatalf("read_file: %v", out)
+	}
+	t.Logf("an MCP read_file result: %s", res.Content[0].(*mcp.TextContent).Text)
+
+	// Bytes that are not text go both ways as base64, with a mode.
+	bin := base64.StdEncoding.EncodeToString([]byte("\x00\x01\xfe\xffbin"))
+	if res, out = callTool(t, s, "write_file", map[string]any{"id": id, "path": "/tmp/b.bin", "content": bin, "encoding": "base64", "mode": "0755"}); res.IsError || out["mode"] != "0755" || out["size"] != float64(7) {
+		t.Fatalf("write_file base64: %v", out)
+	}
+	if res, out = callTool(t, s, "read_file", map[string]any{"id": id, "path": "/tmp/b.bin"}); res.IsError || out["encoding"] != "base64" || out["content"] != bin || out["mode"] != "0755" {
+		t.Fatalf("read_file of binary: %v", out)
+	}
+
+	// A window: max_bytes cuts before a character, never inside it, and
+	// next_offset reads on.
+	res, out = callTool(t, s, "read_file", map[string]any{"id": id, "path": "/workspace/notes/hello.txt", "max_bytes": 2})
+	if res.IsError || out["content"] != "h" || out["returned_bytes"] != float64(1) || out["truncated"] != true || out["next_offset"] != float64(1) ||
+		!strings.Contains(out["note"].(string), "Call read_file again with offset 1") {
+		t.Fatalf("read_file of 2 bytes: %v", out)
+	}
+	t.Logf("an MCP read_file result that was cut: %s", res.Content[0].(*mcp.TextContent).Text)
+	res, out = callTool(t, s, "read_file", map[string]any{"id": id, "path": "/workspace/notes/hello.txt", "offset": 1, "max_bytes": 100})
+	if res.IsError || out["content"] != "éllo\n" || out["truncated"] != false || out["offset"] != float64(1) {
+		t.Fatalf("read_file from offset 1: %v", out)
+	}
+	// More than one result carries: lowered to MaxReadBytes, and said.
+	big := bytes.Repeat([]byte("0123456789abcdef"), 40<<10) // 640 KiB
+	if r := h.putRaw(filesPath(id, "/workspace/big.txt"), session, big); r.status != http.StatusOK {
+		t.Fatalf("put: %d %s", r.status, r.body)
+	}
+	res, out = callTool(t, s, "read_file", map[string]any{"id": id, "path": "/workspace/big.txt", "max_bytes": 4 << 20})
+	if res.IsError || out["returned_bytes"] != float64(512<<10) || out["truncated"] != true || out["size"] != float64(len(big)) ||
+		!strings.HasPrefix(out["note"].(string), "max_bytes was lowered to 524288, the most one read_file result carries; the file is 655360 bytes") {
+		t.Fatalf("read_file past the ceiling: %v", out["note"])
+	}
+
+	res, out = callTool(t, s, "list_files", map[string]any{"id": id, "path": "/workspace"})
+	if res.IsError || out["total"] != float64(2) || out["truncated"] != false || len(asSlice(out["entries"])) != 2 {
+		t.Fatalf("list_files: %v", out)
+	}
+	t.Logf("an MCP list_files result: %s", res.Content[0].(*mcp.TextContent).Text)
+
+	// A directory is not read, a file is not listed.
+	if res, out = callTool(t, s, "read_file", map[string]any{"id": id, "path": "/workspace/notes"}); !res.IsError || out["code"] != "is_a_directory" {
+		t.Fatalf("read_file of a directory: %v", out)
+	}
+	if res, out = callTool(t, s, "list_files", map[string]any{"id": id, "path": "/workspace/big.txt"}); !res.IsError || out["code"] != "not_a_directory" ||
+		!strings.Contains(out["detail"].(string), "655360 bytes") {
+		t.Fatalf("list_files of a file: %v", out)
+	}
+
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		rule string
+	}{
+		{"read_file", map[string]any{"id": otherID, "path": "/workspace/notes/hello.txt"}, "T2"},
+		{"write_file", map[string]any{"id": otherID, "path": "/workspace/x", "content": "x"}, "T2"},
+		{"list_files", map[string]any{"id": otherID, "path": "/workspace"}, "T2"},
+		{"read_file", map[string]any{"id": id, "path": "/etc/passwd"}, "F1"},
+		{"write_file", map[string]any{"id": id, "path": "/workspace/../etc/x", "content": "x"}, "F1"},
+		{"list_files", map[string]any{"id": id, "path": "/"}, "F1"},
+		{"write_file", map[string]any{"id": id, "path": "/workspace/x", "content": "x", "mode": "4755"}, "F2"},
+	} {
+		res, out := callTool(t, s, c.tool, c.args)
+		if !res.IsError || out["code"] != "policy_denied" || !slices.Equal(ruleIDs(out), []string{c.rule}) {
+			t.Errorf("%s %v: %v", c.tool, c.args, out)
+		}
+	}
+	if res, out = callTool(t, s, "write_file", map[string]any{"id": id, "path": "/workspace/x", "content": "x", "encoding": "utf-16"}); !res.IsError || out["field"] != "encoding" {
+		t.Fatalf("an unknown encoding: %v", out)
+	}
+	if res, out = callTool(t, s, "write_file", map[string]any{"id": id, "path": "/workspace/x", "content": "not base64!", "encoding": "base64"}); !res.IsError || out["field"] != "content" {
+		t.Fatalf("bad base64: %v", out)
+	}
+	if res, out = callTool(t, s, "read_file", map[string]any{"id": id, "path": "/workspace/missing"}); !res.IsError || out["code"] != "file_not_found" {
+		t.Fatalf("a missing file: %v", out)
 	}
 }

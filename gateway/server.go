@@ -332,7 +332,11 @@ func (s *Server) newEcho() *echo.Echo {
 			e.Add(r.method, r.path, r.handler)
 			continue
 		}
-		e.Add(r.method, r.path, r.handler, s.authenticate, s.authorize(r.body))
+		mw := []echo.MiddlewareFunc{s.authenticate, s.authorize(r.body)}
+		if r.path == filesRoute {
+			mw = append([]echo.MiddlewareFunc{s.filesLimits}, mw...)
+		}
+		e.Add(r.method, r.path, r.handler, mw...)
 	}
 	return e
 }

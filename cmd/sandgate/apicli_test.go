@@ -183,6 +183,10 @@ func TestCommandLineMistakesAreRefusedBeforeAnyRequest(t *testing.T) {
 		{"a stdin file that does not exist", []string{"sandbox", "exec", "--stdin-file", "/nonexistent/in", "x", "--", "cat"}, "--stdin-file"},
 		{"a misspelt flag", []string{"sandbox", "create", "--profle", "strict"}, "unknown flag: --profle (did you mean --profile?)"},
 		{"a flag like no other", []string{"sandbox", "create", "--zzzzzz"}, "(see: sandgate sandbox create --help)"},
+		{"a misspelt subcommand", []string{"sandbox", "cpy", "a", "b"}, `unknown command "cpy" for "sandgate sandbox" (did you mean cp?)`},
+		{"a subcommand like no other", []string{"host", "zzzzzz"}, `unknown command "zzzzzz" for "sandgate host" (see: sandgate host --help)`},
+		{"cp with one path", []string{"sandbox", "cp", "sbx1:/workspace/a"}, "accepts 2 arg(s), received 1"},
+		{"ls of a path without its sandbox", []string{"sandbox", "ls", "/workspace"}, `"/workspace" is not ID:/path`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -74,5 +74,6 @@ func newRootCmd() *cobra.Command {
 	root.SetFlagErrorFunc(suggestFlag)
 	root.AddCommand(newRenderCmd(), newPolicyCmd(), newDemoCmd(), newDevCmd(), newServeCmd(), newTokenCmd(), newIsolationCmd(),
 		newSandboxCmd(), newHostCmd())
+	refuseUnknownSubcommands(root)
 	return root
 }

@@ -29,18 +29,22 @@ func renderSandbox(s policies.Settings, req sandboxRequest, now time.Time) (rend
 func newSandboxCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sandbox",
-		Short: "Create, inspect, run commands in and destroy sandboxes through the REST API",
+		Short: "Create, inspect, run commands in, copy files to and from, and destroy sandboxes through the REST API",
 		Long: `Talk to a running gateway (--addr or ` + envAddr + `) with an operator, agent
 or session token (--token, --token-file or ` + envToken + `). Tables by
 default; -o json prints the API objects for scripts.
 
 Exit status: 0 on success, 3 when a policy denied the request (the rule ids
 and the decision id are printed), 1 on any other failure. exec exits with
-the command's own exit status.`,
+the command's own exit status.
+
+Files: cp copies one file in (cp LOCAL ID:/workspace/PATH) or out
+(cp ID:/workspace/PATH LOCAL), ls lists a directory, rm removes a path.`,
 	}
 	a := addAPIFlags(cmd)
 	cmd.AddCommand(newSandboxCreateCmd(a), newSandboxListCmd(a), newSandboxGetCmd(a),
-		newSandboxDestroyCmd(a), newSandboxExtendCmd(a), newSandboxExecCmd(a), newSandboxLogsCmd(a))
+		newSandboxDestroyCmd(a), newSandboxExtendCmd(a), newSandboxExecCmd(a), newSandboxLogsCmd(a),
+		newSandboxCpCmd(a), newSandboxLsCmd(a), newSandboxRmCmd(a))
 	return cmd
 }
 

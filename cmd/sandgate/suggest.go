@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -53,4 +54,31 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// refuseUnknownSubcommands makes every command group under root (sandbox,
+// host, token, ...) refuse a subcommand it does not have, with the nearest
+// ones, as cobra does for the root's own: without it a group prints its
+// help and exits 0 for "sandbox cpy".
+func refuseUnknownSubcommands(root *cobra.Command) {
+	for _, g := range root.Commands() {
+		if !g.HasSubCommands() || g.Runnable() {
+			continue
+		}
+		refuseUnknownSubcommands(g)
+		g.Args = cobra.ArbitraryArgs
+		g.SuggestionsMinimumDistance = 2
+		g.RunE = func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return c.Help()
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+			if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += " (did you mean " + strings.Join(s, " or ") + "?)"
+			} else {
+				msg += " (see: " + c.CommandPath() + " --help)"
+			}
+			return errors.New(msg)
+		}
+	}
 }

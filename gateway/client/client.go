@@ -1,5 +1,5 @@
 // Package client is a typed Go client of the sandgate REST API
-// (docs/api.md): sandboxes, hosts, tokens and decisions.
+// (docs/api.md): sandboxes, their files, hosts, tokens and decisions.
 //
 // It imports only the standard library, so agents and tools can use it
 // without pulling in the gateway. Every method takes a context first and
@@ -142,45 +142,24 @@ type request struct {
 	out any
 	// header holds extra request headers (Idempotency-Key).
 	header http.Header
+	// raw, when not nil, is sent as the body as it is, rawSize bytes of
+	// application/octet-stream (a file PUT); in is then ignored.
+	raw     io.Reader
+	rawSize int64
 }
 
 // do sends r and decodes the answer. A non-2xx answer is a *Problem.
 func (c *Client) do(ctx context.Context, r request) error {
-	target := c.base.String() + r.path
-	if len(r.query) > 0 {
-		target += "?" + r.query.Encode()
-	}
-	var body io.Reader
-	if r.in != nil {
-		b, err := json.Marshal(r.in)
-		if err != nil {
-			return fmt.Errorf("client: encode %s %s: %w", r.method, r.path, err)
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, r.method, target, body)
+	resp, target, err := c.send(ctx, r)
 	if err != nil {
-		return fmt.Errorf("client: %s %s: %w", r.method, r.path, err)
-	}
-	if r.in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json, application/problem+json, text/plain")
-	req.Header.Set("User-Agent", c.ua)
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	for k, vs := range r.header {
-		req.Header[k] = vs
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return transportError(r.method, target, err)
+		return err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return readProblem(resp)
-	}
+	return decodeJSON(resp, target, r)
+}
+
+// decodeJSON reads a 2xx answer's body, at most maxBody bytes, into r.out.
+func decodeJSON(resp *http.Response, target string, r request) error {
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil {
 		return transportError(r.method, target, err)
@@ -200,6 +179,59 @@ func (c *Client) do(ctx context.Context, r request) error {
 		}
 		return nil
 	}
+}
+
+// send sends r and returns a 2xx answer with its body unread (the caller
+// closes it) and the URL it went to. A non-2xx answer is a *Problem, its
+// body read and closed.
+func (c *Client) send(ctx context.Context, r request) (*http.Response, string, error) {
+	target := c.base.String() + r.path
+	if len(r.query) > 0 {
+		target += "?" + r.query.Encode()
+	}
+	var body io.Reader
+	switch {
+	case r.raw != nil:
+		body = r.raw
+	case r.in != nil:
+		b, err := json.Marshal(r.in)
+		if err != nil {
+			return nil, target, fmt.Errorf("client: encode %s %s: %w", r.method, r.path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.method, target, body)
+	if err != nil {
+		return nil, target, fmt.Errorf("client: %s %s: %w", r.method, r.path, err)
+	}
+	switch {
+	case r.raw != nil:
+		req.ContentLength = r.rawSize
+		if r.rawSize == 0 {
+			req.Body = http.NoBody // net/http reads a zero length with a body as unknown
+		}
+		req.GetBody = nil // a raw body is read once
+		req.Header.Set("Content-Type", "application/octet-stream")
+	case r.in != nil:
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json, application/problem+json, text/plain")
+	req.Header.Set("User-Agent", c.ua)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for k, vs := range r.header {
+		req.Header[k] = vs
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, target, transportError(r.method, target, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer func() { _ = resp.Body.Close() }()
+		return nil, target, readProblem(resp)
+	}
+	return resp, target, nil
 }
 
 // TransportError is a call that got no complete answer: the connection

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -169,6 +170,20 @@ func TestEveryMethodSpeaksTheDocumentedShape(t *testing.T) {
 			wantMethod: "DELETE", wantPath: "/v1/tokens/0f%2F3a",
 			call:  func(ctx context.Context, c *Client) (any, error) { return nil, c.RevokeToken(ctx, "0f/3a") },
 			check: func(any) bool { return true }},
+		{name: "a file delete escapes the path and asks for recursive", status: 204,
+			wantMethod: "DELETE", wantPath: "/v1/sandboxes/k7x2/files", wantQuery: "path=%2Fworkspace%2Fa+b%26c&recursive=true",
+			call: func(ctx context.Context, c *Client) (any, error) {
+				return nil, c.DeleteFile(ctx, "k7x2", "/workspace/a b&c", true)
+			},
+			check: func(any) bool { return true }},
+		{name: "a listing is decoded with its entries", status: 200,
+			answer:     `{"path":"/tmp","entries":[{"name":"a","type":"file","size":3,"mode":"0644","modified_at":"2026-12-02T10:00:00Z"}],"truncated":true,"total":1001}`,
+			wantMethod: "GET", wantPath: "/v1/sandboxes/k7x2/files", wantQuery: "path=%2Ftmp",
+			call: func(ctx context.Context, c *Client) (any, error) { return c.ListFiles(ctx, "k7x2", "/tmp") },
+			check: func(v any) bool {
+				l := v.(Listing)
+				return l.Truncated && l.Total == 1001 && len(l.Entries) == 1 && l.Entries[0].Name == "a" && l.Entries[0].Size == 3
+			}},
 		{name: "decisions are read with a limit", status: 200,
 			answer:     `{"decisions":[{"time":"2026-11-29T10:00:00.123Z","decision_id":"5f0c","entrypoint":"authz","allow":false,"rule_ids":["T2"],"violations":[{"rule":"T2","msg":"m"}],"duration_us":210}]}`,
 			wantMethod: "GET", wantPath: "/v1/decisions", wantQuery: "limit=5",
@@ -389,5 +404,24 @@ func TestZeroCreateSendsAnEmptyObject(t *testing.T) {
 	b, err := json.Marshal(CreateRequest{})
 	if err != nil || string(b) != "{}" {
 		t.Fatalf("%s %v", b, err)
+	}
+}
+
+// A file write sends its bytes as they are, with their size and the mode
+// in octal, and no JSON.
+func TestAFileWriteSendsRawBytesWithItsSizeAndMode(t *testing.T) {
+	t.Parallel()
+	c, got := fakeGateway(t, 200, "application/json", `{"path":"/workspace/x","type":"file","size":4,"mode":"0750","modified_at":"2026-12-02T10:00:00Z"}`)
+	mode := fs.FileMode(0o750)
+	info, err := c.WriteFile(t.Context(), "k7x2", "/workspace/x", strings.NewReader("\x00\xffab"), 4, WriteOptions{Mode: &mode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.method != "PUT" || got.rawPath != "/v1/sandboxes/k7x2/files" || got.query != "mode=0750&path=%2Fworkspace%2Fx" ||
+		got.body != "\x00\xffab" || got.contentType != "application/octet-stream" {
+		t.Fatalf("sent %+v", got)
+	}
+	if info.Mode != "0750" || info.Size != 4 || info.Limits != (FileLimits{}) {
+		t.Fatalf("decoded %+v", info)
 	}
 }

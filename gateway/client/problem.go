@@ -31,6 +31,20 @@ const (
 	CodeBudgetExhausted   = "budget_exhausted"
 	CodeNomadUnavailable  = "nomad_unavailable"
 	CodeUnavailable       = "unavailable"
+
+	// The files API's (WriteFile, ReadFile, ListFiles, DeleteFile).
+	CodeLengthRequired    = "length_required"     // 411: a write without its size
+	CodeFileNotFound      = "file_not_found"      // 404
+	CodePathEscapesRoots  = "path_escapes_roots"  // 403: a symbolic link leads out of files.roots
+	CodeIsDirectory       = "is_a_directory"      // 409: a write onto a directory
+	CodeNotDirectory      = "not_a_directory"     // 409: a component on the way is a file
+	CodeDirectoryNotEmpty = "directory_not_empty" // 409: a delete without recursive
+	CodeNotRegularFile    = "not_a_regular_file"  // 422: a FIFO, socket or device
+	CodeFileTooLarge      = "file_too_large"      // 422: beyond files.max_read_bytes
+	CodeImageLacksTools   = "image_lacks_tools"   // 422: the image has no sh, cat, stat...
+	CodeIncompleteBody    = "incomplete_body"     // 400: fewer bytes than the size arrived; nothing written
+	CodeWriteFailed       = "write_failed"        // 409: a read-only or full filesystem, no permission
+	CodeFilesTimeout      = "files_timeout"       // 504: beyond files.timeout_seconds
 )
 
 // Violation is one broken policy rule check.

@@ -6,7 +6,11 @@
 // handler with the caller's token, so the token check, the policy decision
 // (its denials carry the rule ids), the decision log, the budgets and every
 // refusal are exactly the REST route's. A tool's result is the route's JSON
-// answer; a refusal is an error result holding the problem document.
+// answer; a refusal is an error result holding the problem document. The
+// file tools shape the files route's answer: read_file returns a bounded
+// window of a file's bytes as text or base64 (and ends the transfer in the
+// sandbox once it has them), list_files the listing, write_file the
+// written file's information.
 package mcpserver
 
 import (
@@ -55,6 +59,14 @@ func Handler(cfg Config) http.Handler {
 	mcp.AddTool(srv, &mcp.Tool{Name: "exec", Description: "Run a command in a sandbox as an argument vector, no shell unless argv names one " +
 		"(POST /v1/sandboxes/{id}/exec). A non-zero exit, a timeout and truncated output are data in the result, not errors."}, t.exec)
 	mcp.AddTool(srv, &mcp.Tool{Name: "logs", Description: "Read a bounded tail of the sandbox's main task output (GET /v1/sandboxes/{id}/logs)."}, t.logs)
+	mcp.AddTool(srv, &mcp.Tool{Name: "read_file", Description: "Read a regular file in a sandbox (GET /v1/sandboxes/{id}/files). " +
+		"Returns its size, mode and a window of its bytes: at most max_bytes (default 64 KiB, at most 512 KiB) from offset, as utf-8 text or base64. " +
+		"truncated and next_offset say when the file goes on; a file beyond the policy's files.max_read_bytes is refused (file_too_large): work on it with exec."}, t.readFile)
+	mcp.AddTool(srv, &mcp.Tool{Name: "write_file", Description: "Write a whole file in a sandbox, atomically, creating its parent directories (PUT /v1/sandboxes/{id}/files). " +
+		"Paths are absolute under /workspace or /tmp. content is utf-8 text, or base64 with encoding base64; the MCP request carries at most 1 MiB, so a larger file goes over the REST route. " +
+		"Returns the written file's size, mode and modification time."}, t.writeFile)
+	mcp.AddTool(srv, &mcp.Tool{Name: "list_files", Description: "List a directory in a sandbox (GET /v1/sandboxes/{id}/files): " +
+		"entries with name, type (file, dir, symlink, other), size, mode and modified_at; truncated and total say when it holds more than the policy's files.max_list_entries."}, t.listFiles)
 	mcp.AddTool(srv, &mcp.Tool{Name: "destroy_sandbox", Description: "Destroy a sandbox and revoke its session token (DELETE /v1/sandboxes/{id})."}, t.destroy)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
 	return auth.RequireBearerToken(func(_ context.Context, raw string, _ *http.Request) (*auth.TokenInfo, error) {
@@ -180,32 +192,47 @@ func sandboxPath(id, suffix string) string {
 // call makes the REST request a tool call maps to, with the caller's own
 // token, and turns the answer into the tool's result.
 func (t tools) call(ctx context.Context, req *mcp.CallToolRequest, method, path string, body any) (*mcp.CallToolResult, any, error) {
-	extra := req.GetExtra()
-	if extra == nil || extra.TokenInfo == nil {
-		return nil, nil, errors.New("sandgate: no authenticated caller") // RequireBearerToken runs first: never reached
-	}
-	raw, _ := extra.TokenInfo.Extra[rawTokenKey].(string)
-	var rd io.Reader
+	var data []byte
+	ctype := ""
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			return nil, nil, err
 		}
-		rd = bytes.NewReader(b)
+		data, ctype = b, "application/json"
+	}
+	w := newBuffer(MaxResultBytes)
+	if err := t.serve(ctx, req, method, path, data, ctype, w); err != nil {
+		return nil, nil, err
+	}
+	return result(w), nil, nil
+}
+
+// serve makes one REST request, with the caller's own token, and has the
+// gateway's handler answer it into w. body, when not nil, is sent with
+// its length and ctype.
+func (t tools) serve(ctx context.Context, req *mcp.CallToolRequest, method, path string, body []byte, ctype string, w http.ResponseWriter) error {
+	extra := req.GetExtra()
+	if extra == nil || extra.TokenInfo == nil {
+		return errors.New("sandgate: no authenticated caller") // RequireBearerToken runs first: never reached
+	}
+	raw, _ := extra.TokenInfo.Extra[rawTokenKey].(string)
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body) // its length becomes the Content-Length
 	}
 	hreq, err := http.NewRequestWithContext(ctx, method, path, rd)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	hreq.Header.Set("Authorization", "Bearer "+raw)
-	if body != nil {
-		hreq.Header.Set("Content-Type", "application/json")
+	if ctype != "" {
+		hreq.Header.Set("Content-Type", ctype)
 	}
 	hreq.Header.Set("X-Request-Id", "mcp")
 	hreq.RemoteAddr = "mcp"
-	w := newBuffer(MaxResultBytes)
 	t.cfg.API().ServeHTTP(w, hreq)
-	return result(w), nil, nil
+	return nil
 }
 
 // result is the tool result of a REST answer: its body as text (and as

@@ -14,11 +14,13 @@ import (
 )
 
 // tryItFragment is what a comment of a "Try it" line promises its output
-// holds: a leading status (`# 403, ...` or `# 204`), and any
-// `"exit_code":N` or `"rule_ids":[...]` it quotes.
+// holds: a leading status (`# 403, ...` or `# 204`), a leading
+// "prints `TEXT`" (a raw answer, such as a file's bytes), and any
+// `"exit_code":N`, `"rule_ids":[...]`, `"size":N` or `"total":N` it quotes.
 var (
 	tryItStatus   = regexp.MustCompile(`^(\d{3})\b`)
-	tryItFragment = regexp.MustCompile(`"(?:exit_code|rule_ids)":(?:\d+|\[[^\]]*\])`)
+	tryItPrints   = regexp.MustCompile("^prints `([^`]+)`")
+	tryItFragment = regexp.MustCompile(`"(?:exit_code|rule_ids|size|total)":(?:\d+|\[[^\]]*\])`)
 )
 
 // The "Try it" lines of GET /llms.txt run as an agent pastes them (bash,
@@ -71,6 +73,12 @@ func TestTheLLMsTxtLinesRunAsWritten(t *testing.T) {
 			checked++
 			if !strings.Contains(got, `"status":`+m[1]) && strings.TrimSpace(strings.SplitN(got, "\n", 2)[1]) != m[1] {
 				t.Errorf("line %q: want status %s, got %s", line, m[1], got)
+			}
+		}
+		if m := tryItPrints.FindStringSubmatch(comment); m != nil {
+			checked++
+			if !strings.Contains(got, m[1]) {
+				t.Errorf("line %q: want %q in the output, got %s", line, m[1], got)
 			}
 		}
 		for _, frag := range tryItFragment.FindAllString(comment, -1) {

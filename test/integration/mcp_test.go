@@ -24,7 +24,8 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // An agent drives a sandbox over MCP with the SDK's own client, against
 // the binary (on the simulator, and through test/e2e on the real agent):
-// create, exec, a refusal with its rule id, destroy.
+// create, exec, a refusal with its rule id, files written, read and
+// listed with the session token (and refused on another sandbox), destroy.
 func TestAnAgentDrivesASandboxOverMCP(t *testing.T) {
 	bin, data := testbin.Build(t), t.TempDir()
 	agent := mintAgent(t, bin, data, "agent-mcp")
@@ -64,6 +65,54 @@ func TestAnAgentDrivesASandboxOverMCP(t *testing.T) {
 	isErr, out, text = call("exec", map[string]any{"id": id, "argv": []string{"true"}, "timeout_seconds": 900})
 	if !isErr || out["code"] != "policy_denied" || len(out["rule_ids"].([]any)) != 1 || out["rule_ids"].([]any)[0] != "E2" {
 		t.Fatalf("a timeout past the bound: %s", text)
+	}
+
+	// The session token's own MCP session writes, reads and lists files in
+	// its sandbox, and is refused another sandbox (T2).
+	isErr, other, text := call("create_sandbox", args)
+	if isErr {
+		t.Fatalf("create_sandbox: %s", text)
+	}
+	otherID := other["id"].(string)
+	t.Cleanup(func() { g.call(t, http.MethodDelete, "/v1/sandboxes/"+otherID, g.operator, nil) })
+	ss, err := c.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: g.url + "/mcp", HTTPClient: &http.Client{Transport: bearer{sbx["token"].(string), http.DefaultTransport}}, MaxRetries: -1,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	callAs := func(name string, args map[string]any) (bool, map[string]any, string) {
+		t.Helper()
+		res, err := ss.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil || len(res.Content) != 1 {
+			t.Fatalf("%s: %v %v", name, res, err)
+		}
+		text := res.Content[0].(*mcp.TextContent).Text
+		var obj map[string]any
+		_ = json.Unmarshal([]byte(text), &obj)
+		return res.IsError, obj, text
+	}
+	if isErr, out, text = callAs("write_file", map[string]any{"id": id, "path": "/workspace/mcp/note.txt", "content": "written over MCP\n", "mode": "0640"}); isErr || out["size"] != float64(17) || out["mode"] != "0640" {
+		t.Fatalf("write_file: %s", text)
+	}
+	if isErr, out, text = callAs("read_file", map[string]any{"id": id, "path": "/workspace/mcp/note.txt"}); isErr || out["content"] != "written over MCP\n" || out["encoding"] != "utf-8" || out["truncated"] != false {
+		t.Fatalf("read_file: %s", text)
+	}
+	t.Logf("MCP read_file result: %s", text)
+	if isErr, out, text = callAs("list_files", map[string]any{"id": id, "path": "/workspace/mcp"}); isErr || out["total"] != float64(1) ||
+		out["entries"].([]any)[0].(map[string]any)["name"] != "note.txt" {
+		t.Fatalf("list_files: %s", text)
+	}
+	for _, tool := range []string{"read_file", "write_file", "list_files"} {
+		args := map[string]any{"id": otherID, "path": "/workspace/mcp/note.txt"}
+		if tool == "write_file" {
+			args["content"] = "x"
+		}
+		isErr, out, text = callAs(tool, args)
+		if !isErr || out["code"] != "policy_denied" || len(out["rule_ids"].([]any)) != 1 || out["rule_ids"].([]any)[0] != "T2" {
+			t.Fatalf("%s in another sandbox: %s", tool, text)
+		}
 	}
 	if isErr, out, text = call("destroy_sandbox", map[string]any{"id": id}); isErr || out["status"] != float64(http.StatusNoContent) {
 		t.Fatalf("destroy_sandbox: %s", text)
