@@ -18,7 +18,9 @@
 //   - put: creates the missing parent directories, writes stdin to a
 //     temporary name beside the target (.sandgate-put.PID), checks that
 //     exactly SIZE bytes arrived (a caller that went away mid-body leaves
-//     nothing behind), sets MODE and renames the file over the target
+//     nothing behind: nomad.Client.ExecReader then closes the script's
+//     stdin, which Nomad itself would leave open, so cat ends and the count
+//     is short), sets MODE and renames the file over the target
 //     (atomic: a reader sees the old file or the new one, never part of
 //     it); it prints "SIZE MODE MTIME" of the result;
 //   - get of a regular file: prints a header line "F SIZE MODE MTIME" and
@@ -72,6 +74,7 @@ const (
 // Op is one file operation.
 type Op string
 
+// The operations: write a file, read a file or list a directory, remove one.
 const (
 	OpPut    Op = "put"
 	OpGet    Op = "get"
