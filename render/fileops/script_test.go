@@ -30,7 +30,7 @@ func shells(t *testing.T) []shell {
 		return out
 	}
 	dir := t.TempDir()
-	list, err := exec.Command(bb, "--list").Output()
+	list, err := exec.Command(bb, "--list").Output() //nolint:gosec // G204: the host's busybox, found on PATH
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ type result struct {
 func run(t *testing.T, sh shell, r Request, stdin []byte) result {
 	t.Helper()
 	args := r.Args()
-	cmd := exec.Command(sh.argv[0], append(sh.argv[1:], args[1:]...)...)
+	cmd := exec.Command(sh.argv[0], append(sh.argv[1:], args[1:]...)...) //nolint:gosec // G204: the host's shell running the package's own script
 	cmd.Env = sh.env
 	cmd.Stdin = bytes.NewReader(stdin)
 	var out, errb bytes.Buffer
@@ -73,11 +73,11 @@ func TestTheScriptOnTheHostsShells(t *testing.T) {
 			base, _ = filepath.EvalSymlinks(base)
 			ws, tmp, etc := filepath.Join(base, "workspace"), filepath.Join(base, "tmp"), filepath.Join(base, "etc")
 			for _, d := range []string{ws, tmp, etc} {
-				if err := os.Mkdir(d, 0o755); err != nil {
+				if err := os.Mkdir(d, 0o750); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if err := os.WriteFile(filepath.Join(etc, "passwd"), []byte("root:x:0:0\n"), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(etc, "passwd"), []byte("root:x:0:0\n"), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			roots := []string{ws, tmp}
@@ -218,7 +218,7 @@ func TestTheScriptOnTheHostsShells(t *testing.T) {
 				t.Fatal(err)
 			}
 			// A FIFO is refused, never read.
-			must(t, exec.Command("mkfifo", tmp+"/fifo").Run())
+			must(t, exec.Command("mkfifo", tmp+"/fifo").Run()) //nolint:gosec // G204: a path in the test's temporary directory
 			if res := run(t, sh, req(OpGet, tmp+"/fifo"), nil); res.code != ExitNotRegular {
 				t.Fatalf("fifo: %+v", res)
 			}
