@@ -12,8 +12,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"sandgate/gateway"
 	"sandgate/gateway/gatewaytest"
@@ -272,5 +274,45 @@ func TestEveryFilesAnswerCarriesTheLimits(t *testing.T) {
 			r.header.Get("X-Sandgate-Max-List-Entries") != "1000" || r.header.Get("X-Sandgate-Files-Timeout-Seconds") != "300" {
 			t.Errorf("%s: limit headers %v", c.name, r.header)
 		}
+	}
+}
+
+// A PUT whose caller goes away mid-body ends the script in the sandbox:
+// the gateway closes the command's stdin before the stream, since Nomad
+// (and the simulator, like it) would leave it open and the script would
+// wait on it until the task stops (test/e2e shows it on the real agent).
+func TestFilesPutCutShortEndsTheScript(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	id, session := h.create(h.operator, nil)
+	u, err := url.Parse(h.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.sim.ResetRequests()
+	_, _ = fmt.Fprintf(conn, "PUT %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Length: 1000\r\n\r\n%s",
+		filesPath(id, "/workspace/cut"), u.Host, session, strings.Repeat("x", 400))
+	execPath := "GET /v1/client/allocation/" + h.allocOf(id) + "/exec"
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Contains(h.sim.RequestLog(), execPath) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the put never reached the simulator: %v", h.sim.RequestLog())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // the 400 bytes stream into the script
+	_ = conn.Close()
+	// Before the fix the script's emulation waited on its stdin for good,
+	// counted by RunningExecs once the socket closed.
+	time.Sleep(500 * time.Millisecond)
+	if n := h.sim.RunningExecs(); n != 0 {
+		t.Fatalf("%d exec'd commands still running after the caller went away", n)
+	}
+	if _, ok := h.sim.ReadContainerFile(h.allocOf(id), "/workspace/cut"); ok {
+		t.Fatal("a cut-short put wrote the file")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -64,9 +65,14 @@ func (c *Client) Exec(ctx context.Context, allocID, task string, argv []string, 
 // ExecReader is Exec with stdin read from r as the command consumes it, so
 // a large upload is never held in memory (a file PUT streams its body this
 // way). r is read from a goroutine of its own until EOF, then stdin is
-// closed. A read error other than EOF breaks the stream without closing
-// stdin: the command sees its stdin end early, and Exec returns
-// ErrExecDropped unless ctx ended first.
+// closed. A read error other than EOF, or ctx ending while r is still
+// being read, closes the command's stdin and then breaks the stream: the
+// command sees its stdin end early, so it must check what it received (the
+// fileops put compares the byte count), and ExecReader returns
+// ErrExecDropped, or ctx's error when ctx ended. Nomad itself does not end
+// a command's stdin when the stream breaks (checked on a v1.6.5 agent with
+// the docker driver, test/e2e): without that close a command reading its
+// stdin would wait, holding what it had written, until the task stops.
 //
 // ExecReader returns when the command's exit code arrives or the stream
 // ends, even while a Read of r is still pending (a command that exits
@@ -103,10 +109,21 @@ func (c *Client) exec(ctx context.Context, allocID, task string, argv []string, 
 	if err != nil {
 		return -1, err
 	}
-	stopWatch := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	var stdinClosed atomic.Bool
+	stopWatch := context.AfterFunc(ctx, func() {
+		if pr, ok := stdin.(*io.PipeReader); ok && !stdinClosed.Load() {
+			// ExecReader's stream, still being read: the failed Read makes
+			// sendInput close the command's stdin, then the connection;
+			// the timer is the backstop for a sendInput stuck in a write.
+			_ = pr.CloseWithError(ctx.Err())
+			time.AfterFunc(execCloseGrace, func() { _ = conn.Close() })
+			return
+		}
+		_ = conn.Close()
+	})
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() { sendInput(conn, stdin, done) })
+	wg.Go(func() { sendInput(conn, stdin, done, &stdinClosed) })
 	defer func() {
 		stopWatch()
 		close(done)
@@ -216,15 +233,21 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// sendInput writes stdin in chunks, then the stdin close, then a heartbeat
-// every execHeartbeat until done. Write errors end it silently: the read side
-// sees the broken stream. A read error of stdin closes the connection, so
-// the read side sees the stream broken and stdin is never closed cleanly
-// (a command checking what it received sees it cut short).
-func sendInput(conn *websocket.Conn, stdin io.Reader, done <-chan struct{}) {
+// sendInput writes stdin in chunks, then the stdin close (and sets
+// closed), then a heartbeat every execHeartbeat until done. Write errors end
+// it silently: the read side sees the broken stream. A read error of stdin
+// sends the stdin close too, then closes the connection, so the read side
+// sees the stream broken while the command sees its stdin end: Nomad would
+// leave it open (a command checking what it received sees it cut short).
+func sendInput(conn *websocket.Conn, stdin io.Reader, done <-chan struct{}, closed *atomic.Bool) {
 	send := func(in api.ExecStreamingInput) bool {
 		b, err := json.Marshal(in)
 		return err == nil && conn.WriteMessage(websocket.TextMessage, b) == nil
+	}
+	closeStdin := func() bool {
+		ok := send(api.ExecStreamingInput{Stdin: &api.ExecStreamingIOOperation{Close: true}})
+		closed.Store(true)
+		return ok
 	}
 	buf := make([]byte, execStdinChunk)
 	for {
@@ -236,6 +259,7 @@ func sendInput(conn *websocket.Conn, stdin io.Reader, done <-chan struct{}) {
 			break
 		}
 		if err != nil {
+			closeStdin()
 			_ = conn.Close()
 			return
 		}
@@ -245,7 +269,7 @@ func sendInput(conn *websocket.Conn, stdin io.Reader, done <-chan struct{}) {
 		default:
 		}
 	}
-	if !send(api.ExecStreamingInput{Stdin: &api.ExecStreamingIOOperation{Close: true}}) {
+	if !closeStdin() {
 		return
 	}
 	tick := time.NewTicker(execHeartbeat)

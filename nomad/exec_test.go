@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -245,6 +246,96 @@ func TestExecSendsLargeStdinInChunks(t *testing.T) {
 	if code != 7 || err != nil {
 		t.Fatalf("Exec = %d, %v; want 7", code, err)
 	}
+}
+
+// stdinServer records the stdin a client sends until its close frame or
+// the end of the connection, then answers nothing (the command still
+// waits), like the real agent's docker driver.
+func stdinServer(t *testing.T, got chan<- string) http.HandlerFunc {
+	up := websocket.Upgrader{}
+	return func(w http.ResponseWriter, req *http.Request) {
+		conn, err := up.Upgrade(w, req, nil)
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		var data []byte
+		for {
+			text, err := readClientText(conn)
+			if err != nil {
+				got <- string(data) + "|broken"
+				return
+			}
+			var f struct {
+				Stdin struct {
+					Data  []byte `json:"data"`
+					Close bool   `json:"close"`
+				} `json:"stdin"`
+			}
+			_ = json.Unmarshal([]byte(text), &f)
+			data = append(data, f.Stdin.Data...)
+			if f.Stdin.Close {
+				got <- string(data) + "|closed"
+				drain(conn)
+				return
+			}
+		}
+	}
+}
+
+// failingReader returns its data, then err.
+type failingReader struct {
+	data []byte
+	err  error
+}
+
+func (r *failingReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, r.err
+	}
+	n := copy(p, r.data)
+	r.data = r.data[n:]
+	return n, nil
+}
+
+// A streamed stdin that breaks, or a ctx that ends while it is read,
+// closes the command's stdin before the stream: Nomad never ends it
+// itself, and a command reading it would wait until the task stops.
+func TestExecReaderClosesStdinWhenItsSourceBreaks(t *testing.T) {
+	t.Parallel()
+	t.Run("a read error", func(t *testing.T) {
+		t.Parallel()
+		got := make(chan string, 1)
+		r := newReplay(t)
+		r.handle("GET", "/v1/client/allocation/"+recAllocID+"/exec", stdinServer(t, got))
+		in := &failingReader{data: []byte("half of it"), err: errors.New("unexpected EOF")}
+		code, err := r.client().ExecReader(context.Background(), recAllocID, "main", []string{"cat"}, in, nil, nil)
+		if code != -1 || !errors.Is(err, ErrExecDropped) {
+			t.Fatalf("ExecReader = %d, %v; want -1, ErrExecDropped", code, err)
+		}
+		if s := <-got; s != "half of it|closed" {
+			t.Fatalf("the server received %q; want the data, then the stdin close", s)
+		}
+	})
+	t.Run("ctx ends while stdin is read", func(t *testing.T) {
+		t.Parallel()
+		got := make(chan string, 1)
+		r := newReplay(t)
+		r.handle("GET", "/v1/client/allocation/"+recAllocID+"/exec", stdinServer(t, got))
+		pr, pw := io.Pipe()
+		t.Cleanup(func() { _ = pw.Close() })
+		go func() { _, _ = pw.Write([]byte("some")) }() // then nothing more: a stalled upload
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(100*time.Millisecond, cancel)
+		start := time.Now()
+		code, err := r.client().ExecReader(ctx, recAllocID, "main", []string{"cat"}, pr, nil, nil)
+		if code != -1 || !errors.Is(err, context.Canceled) || time.Since(start) > 2*time.Second {
+			t.Fatalf("ExecReader = %d, %v after %v; want -1, context.Canceled, promptly", code, err, time.Since(start))
+		}
+		if s := <-got; s != "some|closed" {
+			t.Fatalf("the server received %q; want the data, then the stdin close", s)
+		}
+	})
 }
 
 func TestTLSWithACACertCoversHTTPAndExec(t *testing.T) {

@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"bytes"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -12,7 +15,9 @@ import (
 	"time"
 
 	"sandgate/nomad"
+	"sandgate/policies"
 	"sandgate/render/execwrap"
+	"sandgate/render/fileops"
 )
 
 // BenchmarkCreateToFirstExec measures, on the real agent, the time from a
@@ -152,6 +157,76 @@ func BenchmarkExecEchoHiStreamed(b *testing.B) {
 	b.ReportMetric(float64(ms)/float64(md), "ratio")
 	b.ReportMetric(float64(ms)/float64(mw), "ratio-same-argv")
 	b.ReportMetric(float64(ms)/float64(mj), "ratio-sse-json")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkFiles10MiB compares a 10 MiB file PUT and GET through the
+// gateway (token, policy, the files handler streaming the body, Nomad
+// alloc exec) with the same fileops script sent straight to Nomad with the
+// project's client, the same argv the gateway sends (fileops.Request.Args
+// with the policy's files settings, from the suite's policy directory), in
+// the same sandbox, alternating, 5 of each per iteration. The direct PUT
+// streams its stdin through ExecReader as the gateway does with a request
+// body; both GETs are read into memory and checked byte for byte. It
+// reports MB/s of the medians and the ratios gateway/direct of the
+// median times.
+func BenchmarkFiles10MiB(b *testing.B) {
+	g, sb, nc, allocID := echoHiSandbox(b)
+	eng, err := policies.New(b.Context(), policies.Config{Dir: suite.policyDir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := eng.Settings().Files
+	blob := make([]byte, 10<<20)
+	if _, err := rand.Read(blob); err != nil {
+		b.Fatal(err)
+	}
+	request := func(op fileops.Op, p string) fileops.Request {
+		return fileops.Request{Op: op, Path: p, Mode: 0o600, Size: int64(len(blob)), MaxBytes: st.MaxReadBytes, MaxEntries: st.MaxListEntries, Roots: st.Roots}
+	}
+	const viaGateway, direct = "/workspace/bench/gateway.bin", "/workspace/bench/direct.bin"
+	var gwPut, dPut, gwGet, dGet []time.Duration
+	for b.Loop() {
+		for range 5 {
+			start := time.Now()
+			r := g.file(b.Context(), b, http.MethodPut, sb, viaGateway, blob, "mode", "0600")
+			gwPut = append(gwPut, time.Since(start))
+			if r.status != http.StatusOK || r.object(b)["size"] != float64(len(blob)) {
+				b.Fatalf("gateway put: %s", r)
+			}
+
+			start = time.Now()
+			out, errOut := &capture{}, &capture{}
+			code, err := nc.ExecReader(b.Context(), allocID, "sandbox", request(fileops.OpPut, direct).Args(), io.MultiReader(bytes.NewReader(blob)), out, errOut)
+			dPut = append(dPut, time.Since(start))
+			if stat, perr := fileops.ParseStat(strings.TrimSpace(out.String())); err != nil || code != 0 || perr != nil || stat.Size != int64(len(blob)) {
+				b.Fatalf("direct put: %d %v %q %q", code, err, out.String(), errOut.String())
+			}
+
+			start = time.Now()
+			r = g.file(b.Context(), b, http.MethodGet, sb, viaGateway, nil)
+			gwGet = append(gwGet, time.Since(start))
+			if r.status != http.StatusOK || !bytes.Equal(r.body, blob) {
+				b.Fatalf("gateway get: status %d, %d bytes", r.status, len(r.body))
+			}
+
+			start = time.Now()
+			out, errOut = &capture{}, &capture{}
+			code, err = nc.Exec(b.Context(), allocID, "sandbox", request(fileops.OpGet, direct).Args(), nil, out, errOut)
+			dGet = append(dGet, time.Since(start))
+			line, body, _ := bytes.Cut(out.b, []byte("\n"))
+			if h, herr := fileops.ParseHeader(string(line)); err != nil || code != 0 || herr != nil || h.File.Size != int64(len(blob)) || !bytes.Equal(body, blob) {
+				b.Fatalf("direct get: %d %v %q, %d bytes", code, err, errOut.String(), len(body))
+			}
+		}
+	}
+	mgp, mdp, mgg, mdg := median(gwPut), median(dPut), median(gwGet), median(dGet)
+	b.ReportMetric(mbps(len(blob), mgp), "gateway-put-MB/s")
+	b.ReportMetric(mbps(len(blob), mdp), "direct-put-MB/s")
+	b.ReportMetric(mbps(len(blob), mgg), "gateway-get-MB/s")
+	b.ReportMetric(mbps(len(blob), mdg), "direct-get-MB/s")
+	b.ReportMetric(float64(mgp)/float64(mdp), "put-ratio")
+	b.ReportMetric(float64(mgg)/float64(mdg), "get-ratio")
 	b.ReportMetric(0, "ns/op")
 }
 
