@@ -168,6 +168,9 @@ func (s *Server) fileOp(c echo.Context, op fileops.Op) (store.Sandbox, fileops.R
 	req := fileops.Request{
 		Op: op, Path: q.normalised, Mode: st.DefaultMode, MaxBytes: st.MaxReadBytes,
 		MaxEntries: st.MaxListEntries, Recursive: q.recursive, Roots: st.Roots,
+		// The script's own bound on a put, a little past the gateway's:
+		// it matters only when the gateway went away mid-body.
+		Timeout: time.Duration(st.TimeoutSeconds)*time.Second + killAfter,
 	}
 	if q.mode != nil {
 		req.Mode = uint32(*q.mode & 0o7777777) //nolint:gosec // G115: parsed as 32-bit octal; F2 held it to allowed_mode_bits

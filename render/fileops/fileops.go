@@ -80,10 +80,11 @@ const (
 )
 
 // Script is run as `/bin/sh -c Script sandgate-files OP PATH MODE SIZE MAX
-// MAXENTRIES RECURSIVE ROOT...` (MODE octal; SIZE, MAX, MAXENTRIES decimal;
-// RECURSIVE 0 or 1; each ROOT without its trailing slash, "" for /).
-const Script = `op=$1 p=$2 mode=$3 size=$4 max=$5 maxn=$6 rec=$7
-shift 7
+// MAXENTRIES RECURSIVE TIMEOUT ROOT...` (MODE octal; SIZE, MAX, MAXENTRIES
+// and TIMEOUT, in seconds, decimal; RECURSIVE 0 or 1; each ROOT without its
+// trailing slash, "" for /).
+const Script = `op=$1 p=$2 mode=$3 size=$4 max=$5 maxn=$6 rec=$7 tmo=$8
+shift 8
 under() { u=$1; shift; for r; do case "$u/" in "$r"/*) return 0;; esac; done; return 1; }
 fail() { printf '%s: %s\n' "$p" "$2" >&2; exit "$1"; }
 d=${p%/*} b=${p##*/}
@@ -110,7 +111,9 @@ put)
 	[ -d "$t" ] && fail 12 "is a directory"
 	[ -z "$rest" ] || mkdir -p "$ra$rest" 2>/dev/null || fail 18 "cannot create its directory"
 	tmp=${t%/*}/.sandgate-put.$$
-	if ! cat >"$tmp" 2>/dev/null; then rm -f "$tmp"; fail 18 "cannot be written (read-only or full filesystem, or no permission)"; fi
+	to=
+	if [ "$tmo" -gt 0 ] && command -v timeout >/dev/null 2>&1; then to="timeout $tmo"; fi
+	if ! $to cat >"$tmp" 2>/dev/null; then rm -f "$tmp"; fail 18 "cannot be written (read-only or full filesystem, or no permission), or its bytes did not arrive within $tmo s"; fi
 	got=$(wc -c <"$tmp")
 	if [ "$((got))" -ne "$size" ]; then rm -f "$tmp"; fail 17 "received $((got)) of $size bytes; nothing was written"; fi
 	if ! { chmod "$mode" "$tmp" && mv -f "$tmp" "$t"; } 2>/dev/null; then rm -f "$tmp"; fail 18 "cannot be replaced"; fi
@@ -176,6 +179,11 @@ type Request struct {
 	MaxEntries int
 	// Recursive lets a delete remove a non-empty directory.
 	Recursive bool
+	// Timeout bounds how long a put waits for its bytes inside the
+	// sandbox (whole seconds; 0: unbounded), with timeout(1) where the
+	// image has it: a put whose gateway went away without closing its
+	// stdin ends then, leaving nothing.
+	Timeout time.Duration
 	// Roots are the allowed roots (policy data files.roots).
 	Roots []string
 }
@@ -186,10 +194,11 @@ func (r Request) Args() []string {
 	if r.Recursive {
 		rec = "1"
 	}
-	out := make([]string, 0, 11+len(r.Roots))
+	out := make([]string, 0, 12+len(r.Roots))
 	out = append(out, Shell, "-c", Script, Name, string(r.Op), r.Path,
 		strconv.FormatUint(uint64(r.Mode), 8), strconv.FormatInt(r.Size, 10),
-		strconv.FormatInt(r.MaxBytes, 10), strconv.Itoa(r.MaxEntries), rec)
+		strconv.FormatInt(r.MaxBytes, 10), strconv.Itoa(r.MaxEntries), rec,
+		strconv.FormatInt(int64(r.Timeout/time.Second), 10))
 	for _, root := range r.Roots {
 		out = append(out, strings.TrimSuffix(root, "/"))
 	}
@@ -199,10 +208,15 @@ func (r Request) Args() []string {
 // Parse reads back a Request from Args' output; ok is false for any other
 // argv. The Nomad simulator uses it to emulate the script.
 func Parse(argv []string) (Request, bool, error) {
-	if len(argv) < 11 || argv[0] != Shell || argv[1] != "-c" || argv[2] != Script || argv[3] != Name {
+	if len(argv) < 12 || argv[0] != Shell || argv[1] != "-c" || argv[2] != Script || argv[3] != Name {
 		return Request{}, false, nil
 	}
-	r := Request{Op: Op(argv[4]), Path: argv[5], Recursive: argv[10] == "1", Roots: argv[11:]}
+	r := Request{Op: Op(argv[4]), Path: argv[5], Recursive: argv[10] == "1", Roots: argv[12:]}
+	tmo, err := strconv.ParseInt(argv[11], 10, 64)
+	if err != nil || tmo < 0 {
+		return Request{}, true, fmt.Errorf("fileops: timeout %q", argv[11])
+	}
+	r.Timeout = time.Duration(tmo) * time.Second
 	mode, err := strconv.ParseUint(argv[6], 8, 32)
 	if err != nil {
 		return Request{}, true, fmt.Errorf("fileops: mode %q: %w", argv[6], err)

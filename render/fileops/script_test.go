@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The script runs here on the test machine's own shells, inside a
@@ -255,5 +256,47 @@ func TestArgsRoundTrip(t *testing.T) {
 	}
 	if _, ok, _ := Parse([]string{"/bin/sh", "-c", "echo"}); ok {
 		t.Fatal("another argv parsed as a file operation")
+	}
+}
+
+// A put whose stdin stays open (its gateway went away without closing it)
+// ends at its Timeout and leaves nothing, on both shells.
+func TestAPutWhoseStdinNeverEndsStopsAtItsTimeout(t *testing.T) {
+	for _, sh := range shells(t) {
+		t.Run(sh.name, func(t *testing.T) {
+			ws := t.TempDir()
+			r := Request{Op: OpPut, Path: ws + "/slow", Mode: 0o644, Size: 10, MaxBytes: 1, MaxEntries: 1, Timeout: time.Second, Roots: []string{ws}}
+			args := r.Args()
+			cmd := exec.Command(sh.argv[0], append(sh.argv[1:], args[1:]...)...) //nolint:gosec // G204: the script under test, run on the host in a temporary tree
+			cmd.Env = sh.env
+			// An os.Pipe, handed to the shell as its stdin and kept open
+			// by the test (an io.Pipe would make Run wait for its copy).
+			pr, pw, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pw.Close()
+			defer pr.Close()
+			cmd.Stdin = pr
+			if _, err := pw.Write([]byte("abc")); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			err = cmd.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != ExitWriteFailed {
+				t.Fatalf("exit %v, want %d", err, ExitWriteFailed)
+			}
+			if took := time.Since(start); took > 10*time.Second {
+				t.Fatalf("the put ended %s after it began, for a 1 s timeout", took)
+			}
+			if left, _ := filepath.Glob(ws + "/*"); len(left) > 0 {
+				t.Fatalf("left %v", left)
+			}
+			left, _ := filepath.Glob(ws + "/.sandgate-put.*")
+			if len(left) > 0 {
+				t.Fatalf("left %v", left)
+			}
+		})
 	}
 }
