@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"time"
@@ -98,30 +99,42 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 // a session token's digest must match the live record of its sandbox (a
 // destroyed sandbox has no digest left).
 func (s *Server) tokenActive(c echo.Context, claims token.Claims, raw string) (bool, error) {
-	ctx := c.Request().Context()
+	active, rec, t, err := s.activeToken(c.Request().Context(), claims, raw)
+	if rec != nil {
+		c.Set(ctxRecord, rec) // authorize reuses it when the route targets this sandbox
+	}
+	if !active || err != nil || t == nil {
+		return active, err
+	}
+	c.Set(ctxToken, t) // create reads the agent's quota from it (B3)
+	return true, nil
+}
+
+// activeToken is tokenActive's verdict, with the record it read: the
+// session token's sandbox, or the operator or agent token's own record
+// (when active).
+func (s *Server) activeToken(ctx context.Context, claims token.Claims, raw string) (bool, *store.Sandbox, *store.Token, error) {
 	if claims.Role == token.RoleSession {
 		rec, err := s.cfg.Store.Get(ctx, claims.SandboxID)
 		if errors.Is(err, store.ErrNotFound) {
-			return false, nil
+			return false, nil, nil, nil
 		}
 		if err != nil {
-			return false, err
+			return false, nil, nil, err
 		}
-		c.Set(ctxRecord, &rec) // authorize reuses it when the route targets this sandbox
 		return rec.TokenDigest != "" && rec.TokenJTI == claims.ID &&
-			token.DigestEqual(rec.TokenDigest, token.Digest(raw)), nil
+			token.DigestEqual(rec.TokenDigest, token.Digest(raw)), &rec, nil, nil
 	}
 	t, err := s.cfg.Store.GetToken(ctx, claims.ID)
 	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
+		return false, nil, nil, nil
 	}
 	if err != nil {
-		return false, err
+		return false, nil, nil, err
 	}
 	if !t.RevokedAt.IsZero() || t.Role != string(claims.Role) || t.Subject != claims.Subject {
-		return false, nil
+		return false, nil, nil, nil
 	}
-	c.Set(ctxToken, &t) // create reads the agent's quota from it (B3)
 	// The record just read says when the token was last used: touch it only
 	// when that is stale, so a busy token costs no second store access.
 	if now := s.cfg.Now(); now.Sub(t.LastUsed) >= touchInterval {
@@ -129,5 +142,5 @@ func (s *Server) tokenActive(c echo.Context, claims token.Claims, raw string) (b
 			s.log.Warn("record token use", "jti", claims.ID, "err", err)
 		}
 	}
-	return true, nil
+	return true, nil, &t, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -160,10 +161,10 @@ func TestMCPToolsAreTheRESTRoutesUnderTheSameToken(t *testing.T) {
 	if res, out = callTool(t, s, "destroy_sandbox", map[string]any{"id": id}); res.IsError || out["status"] != float64(http.StatusNoContent) {
 		t.Fatalf("destroy_sandbox: %v", out)
 	}
-	// The session token ended with its sandbox: the MCP session still
-	// verifies its signature, and the REST route refuses every call.
-	if res, out = callTool(t, s, "sandbox_status", map[string]any{"id": id}); !res.IsError || out["status"] != float64(http.StatusUnauthorized) {
-		t.Fatalf("after destroy: %v", out)
+	// The session token ended with its sandbox: /mcp itself refuses it
+	// now (401), so the call fails in the transport, not as a tool result.
+	if _, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "sandbox_status", Arguments: map[string]any{"id": id}}); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
+		t.Fatalf("after destroy: %v", err)
 	}
 	// The calls are decisions of the log like any REST request's.
 	got := h.do(http.MethodGet, "/v1/decisions?principal=agent:mcp-agent&entrypoint=admission", h.operator, nil).json(t)
@@ -268,5 +269,44 @@ func TestMCPFileToolsWriteReadAndList(t *testing.T) {
 	}
 	if res, out = callTool(t, s, "read_file", map[string]any{"id": id, "path": "/workspace/missing"}); !res.IsError || out["code"] != "file_not_found" {
 		t.Fatalf("a missing file: %v", out)
+	}
+}
+
+// A revoked token, and the session token of a destroyed sandbox, open no
+// MCP session: they are refused at /mcp with the 401 every route gives
+// them, not let in to fail on every tool call.
+func TestMCPRefusesARevokedTokenAtTheDoor(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	agent := h.mint(token.RoleAgent, "mcp-revoked")
+	id, session := h.create(agent, nil)
+	_ = mcpSession(t, h, agent) // active: the session opens
+	jti := ""
+	for _, tok := range h.do(http.MethodGet, "/v1/tokens", h.operator, nil).json(t)["tokens"].([]any) {
+		if m := tok.(map[string]any); m["subject"] == "mcp-revoked" {
+			jti, _ = m["id"].(string)
+		}
+	}
+	if r := h.do(http.MethodDelete, "/v1/tokens/"+jti, h.operator, nil); r.status != http.StatusNoContent {
+		t.Fatalf("revoke %q: %d %s", jti, r.status, r.body)
+	}
+	if r := h.do(http.MethodDelete, "/v1/sandboxes/"+id, h.operator, nil); r.status != http.StatusNoContent {
+		t.Fatalf("destroy: %d %s", r.status, r.body)
+	}
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	for name, tok := range map[string]string{"a revoked agent token": agent, "the session token of a destroyed sandbox": session} {
+		req, _ := http.NewRequest(http.MethodPost, h.url+"/mcp", strings.NewReader(initialize))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), "revoked") || resp.Header.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("%s: %d %s %s", name, resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		}
 	}
 }

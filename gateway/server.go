@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -227,14 +228,33 @@ func openAPI(c echo.Context) error {
 
 // serveMCP is /mcp (package mcpserver).
 func (s *Server) serveMCP(c echo.Context) error {
+	// A validly signed token that is revoked, or whose sandbox has ended,
+	// opens no session: refused here as every route refuses it, before the
+	// transport (which checks the signature and expiry itself, and answers
+	// a missing or bad token with its own 401).
+	if scheme, raw, ok := strings.Cut(c.Request().Header.Get(echo.HeaderAuthorization), " "); ok && strings.EqualFold(scheme, "Bearer") {
+		raw = strings.TrimSpace(raw)
+		if claims, err := s.cfg.Tokens.Verify(raw); err == nil {
+			active, _, _, err := s.activeToken(c.Request().Context(), claims, raw)
+			switch {
+			case err != nil:
+				return unavailable("the token store could not be read; nothing was changed", err)
+			case !active:
+				p := unauthenticated("the token is revoked, or its sandbox has ended")
+				p.wwwAuth = `Bearer realm="sandgate", error="invalid_token"`
+				return p
+			}
+		}
+	}
 	s.mcp.ServeHTTP(c.Response(), c.Request())
 	return nil
 }
 
 // verifyBearer checks a bearer token's signature and expiry for /mcp and
-// names its principal; the REST route each tool call makes then decides
-// whether the token is active and what it may do.
-func (s *Server) verifyBearer(raw string) (string, time.Time, error) {
+// names its principal. serveMCP has already refused a token the store no
+// longer holds as active; the REST route each tool call makes decides
+// again, and what the token may do.
+func (s *Server) verifyBearer(_ context.Context, raw string) (string, time.Time, error) {
 	claims, err := s.cfg.Tokens.Verify(raw)
 	if err != nil {
 		return "", time.Time{}, err

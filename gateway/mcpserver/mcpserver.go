@@ -41,9 +41,10 @@ type Config struct {
 	// handler is built after this endpoint).
 	API func() http.Handler
 	// Verify checks a bearer token's signature and expiry and names its
-	// principal ("<role>:<sub>"). Whether the token is still active and
-	// what it may do is decided per tool call by the REST route.
-	Verify func(raw string) (principal string, expires time.Time, err error)
+	// principal ("<role>:<sub>"). The gateway refuses a token it no longer
+	// holds as active before this endpoint; what the token may do is
+	// decided per tool call by the REST route.
+	Verify func(ctx context.Context, raw string) (principal string, expires time.Time, err error)
 	// Version is the gateway's version, reported to clients.
 	Version string
 }
@@ -69,8 +70,8 @@ func Handler(cfg Config) http.Handler {
 		"entries with name, type (file, dir, symlink, other), size, mode and modified_at; truncated and total say when it holds more than the policy's files.max_list_entries."}, t.listFiles)
 	mcp.AddTool(srv, &mcp.Tool{Name: "destroy_sandbox", Description: "Destroy a sandbox and revoke its session token (DELETE /v1/sandboxes/{id})."}, t.destroy)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
-	return auth.RequireBearerToken(func(_ context.Context, raw string, _ *http.Request) (*auth.TokenInfo, error) {
-		principal, exp, err := cfg.Verify(raw)
+	return auth.RequireBearerToken(func(ctx context.Context, raw string, _ *http.Request) (*auth.TokenInfo, error) {
+		principal, exp, err := cfg.Verify(ctx, raw)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", auth.ErrInvalidToken, err)
 		}
