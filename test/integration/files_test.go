@@ -23,17 +23,7 @@ func TestAFileRoundTripOverHTTP(t *testing.T) {
 	bin, data := testbin.Build(t), t.TempDir()
 	agent := mintAgent(t, bin, data, "agent-files")
 	g := startGateway(t, bin, data)
-	body := map[string]any{"ttl_seconds": 600}
-	if g.real {
-		body["node"] = g.node
-	}
-	r := g.call(t, http.MethodPost, "/v1/sandboxes", agent, body)
-	sb := r.object(t)
-	if r.status != http.StatusCreated || sb["state"] != "running" {
-		t.Fatalf("create: %d %s", r.status, r.body)
-	}
-	id, session := sb["id"].(string), sb["token"].(string)
-	t.Cleanup(func() { g.call(t, http.MethodDelete, "/v1/sandboxes/"+id, g.operator, nil) })
+	id, session := g.runningSandbox(t, agent)
 	files := func(method, p string, body []byte, extra ...string) (int, http.Header, []byte) {
 		t.Helper()
 		q := url.Values{"path": {p}}
@@ -85,7 +75,7 @@ func TestAFileRoundTripOverHTTP(t *testing.T) {
 	}
 
 	// A link out of the roots, made inside the sandbox, is refused.
-	r = g.call(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"ln", "-s", "/etc", "/workspace/etc"}})
+	r := g.call(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"ln", "-s", "/etc", "/workspace/etc"}})
 	if r.object(t)["exit_code"] != float64(0) {
 		t.Fatalf("ln -s: %s", r.body)
 	}

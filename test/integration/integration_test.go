@@ -125,6 +125,25 @@ func (g *gatewayProc) call(t *testing.T, method, path, tok string, body any) rep
 	return reply{resp.StatusCode, data}
 }
 
+// runningSandbox creates a sandbox with the agent's token (on the test
+// node when the Nomad is real), requires it running, destroys it at the
+// end of the test and returns its id and session token.
+func (g *gatewayProc) runningSandbox(t *testing.T, agent string) (string, string) {
+	t.Helper()
+	body := map[string]any{"ttl_seconds": 600}
+	if g.real {
+		body["node"] = g.node
+	}
+	r := g.call(t, http.MethodPost, "/v1/sandboxes", agent, body)
+	sb := r.object(t)
+	if r.status != http.StatusCreated || sb["state"] != "running" {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	id, session := sb["id"].(string), sb["token"].(string)
+	t.Cleanup(func() { g.call(t, http.MethodDelete, "/v1/sandboxes/"+id, g.operator, nil) })
+	return id, session
+}
+
 func TestTheAgentFlowOverHTTP(t *testing.T) {
 	bin, data := testbin.Build(t), t.TempDir()
 	agent := mintAgent(t, bin, data, "agent-it")

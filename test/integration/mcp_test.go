@@ -30,26 +30,7 @@ func TestAnAgentDrivesASandboxOverMCP(t *testing.T) {
 	bin, data := testbin.Build(t), t.TempDir()
 	agent := mintAgent(t, bin, data, "agent-mcp")
 	g := startGateway(t, bin, data)
-	ctx := context.Background()
-	c := mcp.NewClient(&mcp.Implementation{Name: "sandgate-integration", Version: "1"}, nil)
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: g.url + "/mcp", HTTPClient: &http.Client{Transport: bearer{agent, http.DefaultTransport}}, MaxRetries: -1,
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	call := func(name string, args map[string]any) (bool, map[string]any, string) {
-		t.Helper()
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-		if err != nil || len(res.Content) != 1 {
-			t.Fatalf("%s: %v %v", name, res, err)
-		}
-		text := res.Content[0].(*mcp.TextContent).Text
-		var obj map[string]any
-		_ = json.Unmarshal([]byte(text), &obj)
-		return res.IsError, obj, text
-	}
+	call := mcpCaller(t, g.url, agent)
 	args := map[string]any{"ttl_seconds": 600}
 	isErr, sbx, text := call("create_sandbox", args)
 	if isErr || sbx["state"] != "running" {
@@ -75,24 +56,7 @@ func TestAnAgentDrivesASandboxOverMCP(t *testing.T) {
 	}
 	otherID := other["id"].(string)
 	t.Cleanup(func() { g.call(t, http.MethodDelete, "/v1/sandboxes/"+otherID, g.operator, nil) })
-	ss, err := c.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: g.url + "/mcp", HTTPClient: &http.Client{Transport: bearer{sbx["token"].(string), http.DefaultTransport}}, MaxRetries: -1,
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	callAs := func(name string, args map[string]any) (bool, map[string]any, string) {
-		t.Helper()
-		res, err := ss.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-		if err != nil || len(res.Content) != 1 {
-			t.Fatalf("%s: %v %v", name, res, err)
-		}
-		text := res.Content[0].(*mcp.TextContent).Text
-		var obj map[string]any
-		_ = json.Unmarshal([]byte(text), &obj)
-		return res.IsError, obj, text
-	}
+	callAs := mcpCaller(t, g.url, sbx["token"].(string))
 	if isErr, out, text = callAs("write_file", map[string]any{"id": id, "path": "/workspace/mcp/note.txt", "content": "written over MCP\n", "mode": "0640"}); isErr || out["size"] != float64(17) || out["mode"] != "0640" {
 		t.Fatalf("write_file: %s", text)
 	}
@@ -116,5 +80,32 @@ func TestAnAgentDrivesASandboxOverMCP(t *testing.T) {
 	}
 	if isErr, out, text = call("destroy_sandbox", map[string]any{"id": id}); isErr || out["status"] != float64(http.StatusNoContent) {
 		t.Fatalf("destroy_sandbox: %s", text)
+	}
+}
+
+// mcpCaller connects the SDK's client to url's /mcp with tok (closed at the
+// end of the test) and returns a call: whether the tool's result is an
+// error, the JSON object its text holds, and the text.
+func mcpCaller(t *testing.T, url, tok string) func(name string, args map[string]any) (bool, map[string]any, string) {
+	t.Helper()
+	ctx := context.Background()
+	c := mcp.NewClient(&mcp.Implementation{Name: "sandgate-integration", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: bearer{tok, http.DefaultTransport}}, MaxRetries: -1,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return func(name string, args map[string]any) (bool, map[string]any, string) {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil || len(res.Content) != 1 {
+			t.Fatalf("%s: %v %v", name, res, err)
+		}
+		text := res.Content[0].(*mcp.TextContent).Text
+		var obj map[string]any
+		_ = json.Unmarshal([]byte(text), &obj)
+		return res.IsError, obj, text
 	}
 }

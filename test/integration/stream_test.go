@@ -19,17 +19,7 @@ func TestAStreamingExecOverHTTP(t *testing.T) {
 	bin, data := testbin.Build(t), t.TempDir()
 	agent := mintAgent(t, bin, data, "agent-stream")
 	g := startGateway(t, bin, data)
-	body := map[string]any{"ttl_seconds": 600}
-	if g.real {
-		body["node"] = g.node
-	}
-	r := g.call(t, http.MethodPost, "/v1/sandboxes", agent, body)
-	sb := r.object(t)
-	if r.status != http.StatusCreated || sb["state"] != "running" {
-		t.Fatalf("create: %d %s", r.status, r.body)
-	}
-	id, session := sb["id"].(string), sb["token"].(string)
-	t.Cleanup(func() { g.call(t, http.MethodDelete, "/v1/sandboxes/"+id, g.operator, nil) })
+	id, session := g.runningSandbox(t, agent)
 	c, err := client.New(client.Config{Addr: g.url, Token: session})
 	if err != nil {
 		t.Fatal(err)
