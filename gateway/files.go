@@ -35,6 +35,8 @@ const (
 	headerMaxListEntries  = "X-Sandgate-Max-List-Entries"
 	headerFilesTimeout    = "X-Sandgate-Files-Timeout-Seconds"
 	headerFileMode        = "X-Sandgate-File-Mode"
+	headerFileSize        = "X-Sandgate-File-Size"
+	headerFileOffset      = "X-Sandgate-File-Offset"
 	headerFileModified    = "X-Sandgate-File-Modified"
 	filesStderrLimit      = 4 << 10
 	filesStatLimit        = 256
@@ -47,8 +49,10 @@ type filesQuery struct {
 	normalised string  // path.Clean of an absolute raw path; "" otherwise
 	modeRaw    *string
 	mode       *int64
-	recursive  bool
-	bytes      *int64 // PUT: Content-Length
+	// GET: the window of a regular file (?offset=&length=).
+	offset, length *int64
+	recursive      bool
+	bytes          *int64 // PUT: Content-Length
 }
 
 // parseFilesQuery reads what a files request asks for. What is malformed
@@ -78,6 +82,20 @@ func parseFilesQuery(c echo.Context) (filesQuery, error) {
 		v := int64(n)
 		q.modeRaw, q.mode = &m, &v
 	}
+	for name, dst := range map[string]**int64{"offset": &q.offset, "length": &q.length} {
+		if !qp.Has(name) {
+			continue
+		}
+		v := qp.Get(name)
+		if method != http.MethodGet {
+			return q, invalid(name, "applies to GET only")
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return q, invalid(name, "must be an integer, got %q", truncate(v, 32))
+		}
+		*dst = &n
+	}
 	if qp.Has("recursive") {
 		r := qp.Get("recursive")
 		if method != http.MethodDelete {
@@ -102,7 +120,7 @@ func parseFilesQuery(c echo.Context) (filesQuery, error) {
 }
 
 func (q filesQuery) policyQuery() policies.RequestQuery {
-	return policies.RequestQuery{Path: q.raw, Mode: q.modeRaw}
+	return policies.RequestQuery{Path: q.raw, Mode: q.modeRaw, Offset: q.offset, Length: q.length}
 }
 
 func (q filesQuery) policyFile() *policies.FileRequest {
@@ -178,6 +196,12 @@ func (s *Server) fileOp(c echo.Context, op fileops.Op) (store.Sandbox, fileops.R
 	if q.bytes != nil {
 		req.Size = *q.bytes
 	}
+	if q.offset != nil { // F2 held both to [0, ...) and [1, files.max_read_bytes]
+		req.Offset = max(*q.offset, 0)
+	}
+	if q.length != nil {
+		req.Length = max(*q.length, 1)
+	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), time.Duration(st.TimeoutSeconds)*time.Second)
 	return rec, req, ctx, cancel, nil
 }
@@ -240,10 +264,10 @@ func (s *Server) getFile(c echo.Context) error {
 		// cut the body short, which the client sees as an unexpected EOF
 		// (net/http closes a connection whose body is shorter than its
 		// Content-Length).
-		if err == nil && code == 0 && out.written == out.header.File.Size {
+		if err == nil && code == 0 && out.written == out.header.Length {
 			return nil
 		}
-		s.log.Warn("file read cut short", "sandbox", rec.ID, "path", req.Path, "sent", out.written, "size", out.header.File.Size, "exit", code, "error", err)
+		s.log.Warn("file read cut short", "sandbox", rec.ID, "path", req.Path, "sent", out.written, "length", out.header.Length, "exit", code, "error", err)
 		return nil
 	}
 	switch {
@@ -323,7 +347,7 @@ func (w *getWriter) Write(p []byte) (int, error) {
 		w.listing.Write(p)
 		return n, nil
 	}
-	if room := w.header.File.Size - w.written; int64(len(p)) > room { // the file grew meanwhile
+	if room := w.header.Length - w.written; int64(len(p)) > room { // the file grew meanwhile
 		p = p[:max(room, 0)]
 	}
 	m, err := w.c.Response().Write(p)
@@ -338,7 +362,9 @@ func (w *getWriter) commit() error {
 	h := w.c.Response().Header()
 	st := w.header.File
 	h.Set(echo.HeaderContentType, echo.MIMEOctetStream)
-	h.Set(echo.HeaderContentLength, strconv.FormatInt(st.Size, 10))
+	h.Set(echo.HeaderContentLength, strconv.FormatInt(w.header.Length, 10))
+	h.Set(headerFileSize, strconv.FormatInt(st.Size, 10))
+	h.Set(headerFileOffset, strconv.FormatInt(w.header.Offset, 10))
 	h.Set(headerFileMode, fmt.Sprintf("%04o", st.Mode))
 	h.Set(headerFileModified, st.ModTime.Format(time.RFC3339))
 	h.Set(echo.HeaderLastModified, st.ModTime.Format(http.TimeFormat))
@@ -378,7 +404,7 @@ func filesRefused(req fileops.Request, code int, stderr *cappedBuffer) error {
 	case fileops.ExitNotRegular:
 		return fileProblem(http.StatusUnprocessableEntity, codeNotRegular, msg)
 	case fileops.ExitTooLarge:
-		return fileProblem(http.StatusUnprocessableEntity, codeFileTooLarge, msg+" (files.max_read_bytes; read it in parts with exec, e.g. head -c or split)")
+		return fileProblem(http.StatusUnprocessableEntity, codeFileTooLarge, msg+" (files.max_read_bytes; read it in windows with ?offset=&length=)")
 	case fileops.ExitShort:
 		return fileProblem(http.StatusBadRequest, codeIncompleteBody, msg)
 	case fileops.ExitWriteFailed:

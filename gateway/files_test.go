@@ -19,6 +19,8 @@ import (
 
 	"sandgate/gateway"
 	"sandgate/gateway/gatewaytest"
+	"sandgate/policies"
+	"sandgate/policies/policytest"
 	"sandgate/render/fileops"
 )
 
@@ -85,6 +87,20 @@ func TestFilesRoundTripOnTheSimulator(t *testing.T) {
 	if r.header.Get("Content-Type") != "application/octet-stream" || r.header.Get("X-Sandgate-File-Mode") != "0600" || r.header.Get("Content-Length") != "3145728" {
 		t.Fatalf("get headers: %v", r.header)
 	}
+
+	// A window of the file: ?offset=&length=, with the whole size beside.
+	r = h.do(http.MethodGet, filesPath(id, "/workspace/sub/dir/blob.bin", "offset", "1000", "length", "4096"), session, nil)
+	if r.status != http.StatusOK || !bytes.Equal(r.body, data[1000:5096]) || r.header.Get("Content-Length") != "4096" ||
+		r.header.Get("X-Sandgate-File-Size") != "3145728" || r.header.Get("X-Sandgate-File-Offset") != "1000" {
+		t.Fatalf("window: %d, %d bytes, headers %v", r.status, len(r.body), r.header)
+	}
+	r = h.do(http.MethodGet, filesPath(id, "/workspace/sub/dir/blob.bin", "offset", "3145720"), session, nil)
+	if r.status != http.StatusOK || !bytes.Equal(r.body, data[3145720:]) {
+		t.Fatalf("the tail from an offset: %d, %d bytes", r.status, len(r.body))
+	}
+	expectProblem(t, h.do(http.MethodGet, filesPath(id, "/workspace/sub/dir/blob.bin", "length", "0"), session, nil), http.StatusForbidden, "policy_denied", "F2")
+	expectProblem(t, h.do(http.MethodGet, filesPath(id, "/workspace/sub/dir/blob.bin", "length", "64MiB"), session, nil), http.StatusBadRequest, "invalid_request")
+	expectProblem(t, h.putRaw(filesPath(id, "/workspace/x", "offset", "1"), session, []byte("x")), http.StatusBadRequest, "invalid_request")
 
 	// The simulated builtins see the same filesystem.
 	r = h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"cat", "/workspace/note"}})
@@ -314,5 +330,42 @@ func TestFilesPutCutShortEndsTheScript(t *testing.T) {
 	}
 	if _, ok := h.sim.ReadContainerFile(h.allocOf(id), "/workspace/cut"); ok {
 		t.Fatal("a cut-short put wrote the file")
+	}
+}
+
+// Under a bundle whose files.max_read_bytes is small, a whole file larger
+// than it is refused (422 file_too_large, naming the bound), a window
+// within it is read, and MCP's read_file asks again within the bound the
+// answer's headers state, saying it lowered max_bytes.
+func TestAFileLargerThanOneReadIsReadInWindows(t *testing.T) {
+	t.Parallel()
+	dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), policies.EntrypointNames())
+	found := false
+	policytest.EditFile(t, dir, "data.json", func(b []byte) []byte {
+		old := `"max_read_bytes": 67108864`
+		found = strings.Contains(string(b), old)
+		return []byte(strings.Replace(string(b), old, `"max_read_bytes": 1000`, 1))
+	}, &found)
+	h := newHarness(t, harnessOptions{policyDir: dir})
+	id, session := h.create(h.operator, nil)
+	data := bytes.Repeat([]byte("0123456789"), 300) // 3000 bytes
+	if r := h.putRaw(filesPath(id, "/workspace/big.txt"), session, data); r.status != http.StatusOK {
+		t.Fatalf("put: %d %s", r.status, r.body)
+	}
+	p := expectProblem(t, h.do(http.MethodGet, filesPath(id, "/workspace/big.txt"), session, nil), http.StatusUnprocessableEntity, "file_too_large")
+	if d, _ := p["detail"].(string); !strings.Contains(d, "more than the 1000 a read returns") || !strings.Contains(d, "files.max_read_bytes") {
+		t.Fatalf("detail %q", d)
+	}
+	r := h.do(http.MethodGet, filesPath(id, "/workspace/big.txt", "offset", "2500", "length", "1000"), session, nil)
+	if r.status != http.StatusOK || !bytes.Equal(r.body, data[2500:]) || r.header.Get("X-Sandgate-File-Size") != "3000" {
+		t.Fatalf("the last window: %d %q %v", r.status, r.body, r.header)
+	}
+	expectProblem(t, h.do(http.MethodGet, filesPath(id, "/workspace/big.txt", "length", "1001"), session, nil), http.StatusForbidden, "policy_denied", "F2")
+
+	s := mcpSession(t, h, session)
+	res, out := callTool(t, s, "read_file", map[string]any{"id": id, "path": "/workspace/big.txt", "offset": 100})
+	if res.IsError || out["returned_bytes"] != float64(1000) || out["truncated"] != true || out["next_offset"] != float64(1100) ||
+		out["content"] != string(data[100:1100]) || !strings.Contains(out["note"].(string), "max_bytes was lowered to 1000") {
+		t.Fatalf("read_file under a small max_read_bytes: %v", out)
 	}
 }

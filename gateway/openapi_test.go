@@ -117,6 +117,7 @@ func TestEveryRouteAnswersAsTheOpenAPIDocumentSays(t *testing.T) {
 		{method: "PUT", template: "/v1/sandboxes/:id/files", path: "/v1/sandboxes/" + id + "/files?path=/etc/passwd", token: session, body: j("x"),
 			header: map[string]string{"Content-Type": "application/octet-stream"}},
 		{method: "GET", template: "/v1/sandboxes/:id/files", path: "/v1/sandboxes/" + id + "/files?path=/workspace/doc/a.txt", token: session},
+		{method: "GET", template: "/v1/sandboxes/:id/files", path: "/v1/sandboxes/" + id + "/files?path=/workspace/doc/a.txt&offset=2&length=3", token: session},
 		{method: "GET", template: "/v1/sandboxes/:id/files", path: "/v1/sandboxes/" + id + "/files?path=/workspace", token: session},
 		{method: "GET", template: "/v1/sandboxes/:id/files", path: "/v1/sandboxes/" + id + "/files?path=/workspace/none", token: session},
 		{method: "DELETE", template: "/v1/sandboxes/:id/files", path: "/v1/sandboxes/" + id + "/files?path=/workspace/doc", token: session},

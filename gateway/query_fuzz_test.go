@@ -296,7 +296,7 @@ func FuzzFilesQuery(f *testing.F) {
 		p.capture(f, m, filesRoute)
 	}
 	roots := p.settings.Files.Roots
-	for _, seed := range []string{"path=/workspace/x", "path=/workspace/../etc", "path=/tmp//a/./b/", "path=/workspacefoo", "path=%2Fetc%2Fpasswd", "path=/workspace/x&mode=4755", "path=/workspace&recursive=true", "path=/tmp/%00"} {
+	for _, seed := range []string{"path=/workspace/x", "path=/workspace/../etc", "path=/tmp//a/./b/", "path=/workspacefoo", "path=%2Fetc%2Fpasswd", "path=/workspace/x&mode=4755", "path=/workspace&recursive=true", "path=/tmp/%00", "path=/workspace/x&offset=-1", "path=/workspace/x&length=0&offset=3", "path=/workspace/x&length=67108865"} {
 		for _, m := range []byte{0, 1, 2} {
 			f.Add(m, seed)
 		}
@@ -340,6 +340,9 @@ func FuzzFilesQuery(f *testing.F) {
 		}
 		if got.mode != nil && *got.mode&^int64(p.settings.Files.AllowedModeBits) != 0 {
 			t.Fatalf("mode %o let through (F2)", *got.mode)
+		}
+		if (got.offset != nil && *got.offset < 0) || (got.length != nil && (*got.length < 1 || *got.length > p.settings.Files.MaxReadBytes)) {
+			t.Fatalf("window offset %v length %v let through (F2)", got.offset, got.length)
 		}
 	})
 }

@@ -45,6 +45,9 @@ type RequestQuery struct {
 	// Path and Mode are a files request's ?path= and ?mode=, as given.
 	Path *string `json:"path,omitempty"`
 	Mode *string `json:"mode,omitempty"`
+	// Offset and Length are a file read's ?offset=&length= (F2).
+	Offset *int64 `json:"offset,omitempty"`
+	Length *int64 `json:"length,omitempty"`
 }
 
 // FileRequest is a files request as the gateway understood it.
@@ -141,6 +144,8 @@ func (in *AuthzInput) Value() ast.Value {
 	putIntPtr(q, "tail_bytes", in.Request.Query.TailBytes)
 	putStringPtr(q, "path", in.Request.Query.Path)
 	putStringPtr(q, "mode", in.Request.Query.Mode)
+	putIntPtr(q, "offset", in.Request.Query.Offset)
+	putIntPtr(q, "length", in.Request.Query.Length)
 	req.Insert(ast.InternedTerm("query"), ast.NewTerm(q))
 	if f := in.Request.File; f != nil {
 		fo := ast.NewObjectWithCapacity(3)

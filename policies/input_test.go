@@ -33,7 +33,7 @@ func TestTheHandBuiltAuthzInputEqualsItsJSON(t *testing.T) {
 			Now: 1764406800,
 			Request: Request{
 				Method: "POST", Route: "/v1/sandboxes/:id/exec", Params: map[string]string{"id": "k7x2m9p4q8r5t1v6"},
-				Query:          RequestQuery{Stream: "stdout", TailBytes: ptr[int64](4096), Path: ptr("/workspace/./x"), Mode: ptr("0644")},
+				Query:          RequestQuery{Stream: "stdout", TailBytes: ptr[int64](4096), Path: ptr("/workspace/./x"), Mode: ptr("0644"), Offset: ptr[int64](5), Length: ptr[int64](7)},
 				File:           &FileRequest{Path: "/workspace/x", Bytes: ptr[int64](10), Mode: ptr[int64](0o644)},
 				IdempotencyKey: true,
 				Body: RequestBody{

@@ -116,6 +116,7 @@ var baselineChanged = map[string]string{
 	"authz-exec-workdir-dotdot-denied.json":            "2026-12-02.5: E1 confines exec's workdir (normalised, under exec.workdir_roots)",
 	"authz-exec-workdir-prefix-not-a-root-denied.json": "2026-12-02.5: E1 confines exec's workdir (normalised, under exec.workdir_roots)",
 	"authz-session-files-put-allowed.json":             "2026-12-02.6: the files routes (F1, F2) did not exist",
+	"authz-session-files-read-window-allowed.json":     "2026-12-02.7: the files routes (F1, F2) did not exist",
 }
 
 // TestTheBaselineBundleStillDecidesTheFixtures keeps the latency baseline

@@ -172,9 +172,27 @@ func (c *Client) WriteFile(ctx context.Context, id, path string, r io.Reader, si
 // returns io.ErrUnexpectedEOF when the transfer broke off before Size
 // bytes.
 func (c *Client) ReadFile(ctx context.Context, id, path string) (io.ReadCloser, FileInfo, error) {
+	return c.ReadFileWindow(ctx, id, path, 0, 0)
+}
+
+// ReadFileWindow is ReadFile of at most length bytes from offset (length
+// 0: to the end), so a file larger than files.max_read_bytes is read in
+// parts (a length beyond that bound is refused, F2). FileInfo.Size is the
+// whole file's; the reader yields the window, ending early when the file
+// does.
+func (c *Client) ReadFileWindow(ctx context.Context, id, path string, offset, length int64) (io.ReadCloser, FileInfo, error) {
 	req, err := filesRequest(http.MethodGet, id, path)
 	if err != nil {
 		return nil, FileInfo{}, err
+	}
+	if offset < 0 || length < 0 {
+		return nil, FileInfo{}, fmt.Errorf("%w: a negative offset or length", ErrInvalidArgument)
+	}
+	if offset > 0 {
+		req.query.Set("offset", strconv.FormatInt(offset, 10))
+	}
+	if length > 0 {
+		req.query.Set("length", strconv.FormatInt(length, 10))
 	}
 	req.header = http.Header{"Accept": {"application/octet-stream, application/problem+json"}}
 	resp, target, err := c.send(ctx, req)
@@ -185,8 +203,12 @@ func (c *Client) ReadFile(ctx context.Context, id, path string) (io.ReadCloser, 
 		_ = resp.Body.Close()
 		return nil, FileInfo{}, fmt.Errorf("%w: GET %s answered a listing (ListFiles reads it)", ErrIsDirectory, target)
 	}
+	size := resp.ContentLength
+	if whole, err := strconv.ParseInt(resp.Header.Get("X-Sandgate-File-Size"), 10, 64); err == nil {
+		size = whole
+	}
 	info := FileInfo{
-		Path: path, Type: FileTypeFile, Size: resp.ContentLength,
+		Path: path, Type: FileTypeFile, Size: size,
 		Mode: resp.Header.Get("X-Sandgate-File-Mode"), ModifiedAt: resp.Header.Get("X-Sandgate-File-Modified"),
 		Limits: limitsOf(resp.Header),
 	}

@@ -90,6 +90,20 @@ func TestFilesRoundTripThroughTheClient(t *testing.T) {
 		t.Fatalf("read info: %+v", got)
 	}
 
+	// A window: Size is the whole file's, the reader yields the window.
+	rc, got, err = c.ReadFileWindow(ctx, id, "/workspace/out/blob.bin", 10, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err = io.ReadAll(rc)
+	_ = rc.Close()
+	if err != nil || !bytes.Equal(back, data[10:30]) || got.Size != int64(len(data)) {
+		t.Fatalf("window: %d bytes, %+v, %v", len(back), got, err)
+	}
+	if _, _, err := c.ReadFileWindow(ctx, id, "/workspace/out/blob.bin", -1, 0); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Fatalf("a negative offset: %v", err)
+	}
+
 	// An empty file, at the policy's default mode.
 	if info, err = c.WriteFile(ctx, id, "/workspace/empty", nil, 0, client.WriteOptions{}); err != nil || info.Size != 0 || info.Mode != "0644" {
 		t.Fatalf("empty write: %+v %v", info, err)

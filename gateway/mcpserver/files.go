@@ -90,10 +90,22 @@ func (t tools) readFile(ctx context.Context, req *mcp.CallToolRequest, in ReadFi
 	if want == 0 {
 		want = DefaultReadBytes
 	}
-	w := newFileAnswer(true, in.Offset, want)
-	if err := t.serve(ctx, req, http.MethodGet, filesPath(in.ID, in.Path, nil), nil, "", w); err != nil {
+	// The sandbox sends only the window asked for (?offset=&length=). A
+	// policy whose files.max_read_bytes is below what one result carries
+	// refuses the length (F2); its limit is in the answer's headers, and
+	// the window is asked again within it.
+	limit := min(want, int64(MaxReadBytes))
+	w, err := t.readWindow(ctx, req, in, limit)
+	if err != nil {
 		return nil, nil, err
 	}
+	if policy, perr := strconv.ParseInt(w.header.Get("X-Sandgate-Max-Read-Bytes"), 10, 64); w.status == http.StatusForbidden && perr == nil && policy > 0 && policy < limit {
+		limit = policy
+		if w, err = t.readWindow(ctx, req, in, limit); err != nil {
+			return nil, nil, err
+		}
+	}
+	w.capped = limit < want
 	switch {
 	case w.status != http.StatusOK:
 		return result(&w.other), nil, nil
@@ -128,8 +140,8 @@ func (t tools) readFile(ctx context.Context, req *mcp.CallToolRequest, in ReadFi
 		notes = append(notes, fmt.Sprintf("offset %d is past the end of the file (%d bytes)", in.Offset, w.size))
 	case end < w.size:
 		out.Truncated, out.NextOffset = true, &end
-		notes = append(notes, fmt.Sprintf("the file is %d bytes; this result holds bytes %d to %d. Call read_file again with offset %d for more "+
-			"(each call reads the file from its start in the sandbox), or for a large file work on it in the sandbox with exec (head -c, tail -c, grep, split)",
+		notes = append(notes, fmt.Sprintf("the file is %d bytes; this result holds bytes %d to %d. Call read_file again with offset %d for more, "+
+			"or work on a large file in the sandbox with exec (grep, head, tail, split)",
 			w.size, in.Offset, end, end))
 	}
 	for i, n := range notes {
@@ -139,6 +151,14 @@ func (t tools) readFile(ctx context.Context, req *mcp.CallToolRequest, in ReadFi
 		out.Note += n
 	}
 	return jsonResult(out, false), nil, nil
+}
+
+// readWindow asks the files route for limit bytes of in.Path from
+// in.Offset.
+func (t tools) readWindow(ctx context.Context, req *mcp.CallToolRequest, in ReadFileArgs, limit int64) (*fileAnswer, error) {
+	w := newFileAnswer(true, limit)
+	q := url.Values{"offset": {strconv.FormatInt(in.Offset, 10)}, "length": {strconv.FormatInt(limit, 10)}}
+	return w, t.serve(ctx, req, http.MethodGet, filesPath(in.ID, in.Path, q), nil, "", w)
 }
 
 func (t tools) writeFile(ctx context.Context, req *mcp.CallToolRequest, in WriteFileArgs) (*mcp.CallToolResult, any, error) {
@@ -166,7 +186,7 @@ func (t tools) writeFile(ctx context.Context, req *mcp.CallToolRequest, in Write
 }
 
 func (t tools) listFiles(ctx context.Context, req *mcp.CallToolRequest, in ListFilesArgs) (*mcp.CallToolResult, any, error) {
-	w := newFileAnswer(false, 0, 0)
+	w := newFileAnswer(false, 0)
 	if err := t.serve(ctx, req, http.MethodGet, filesPath(in.ID, in.Path, nil), nil, "", w); err != nil {
 		return nil, nil, err
 	}
@@ -242,30 +262,29 @@ func jsonResult(v any, isError bool) *mcp.CallToolResult {
 var errStop = errors.New("mcpserver: enough of the answer was read")
 
 // fileAnswer is the http.ResponseWriter of a files GET. A 200 of the kind
-// the tool reads (a file's bytes for read_file, a listing for list_files)
-// is kept, of a file only the bytes from skip up to the limit; once they
-// are in, or when the 200 is of the other kind (mismatch), Write fails, which ends the
+// the tool reads (a file's window for read_file, a listing for list_files)
+// is kept, of a file at most limit bytes; once they are in, or when the
+// 200 is of the other kind (mismatch), Write fails, which ends the
 // transfer in the sandbox. Any other answer goes to other, as call keeps
 // it.
 type fileAnswer struct {
 	header   http.Header
 	status   int
 	wantFile bool
-	// skip and want: read_file's offset and max_bytes; limit is want
-	// bounded by MaxReadBytes and the policy's files.max_read_bytes
-	// (capped says it was lowered).
-	skip, want, limit int64
-	capped            bool
-	size              int64 // the file's Content-Length
-	seen              int64 // the file's bytes seen so far
-	mismatch          bool
-	body              bytes.Buffer
-	other             buffer
+	// limit is the window read_file asked for; capped says it is below
+	// the caller's max_bytes (MaxReadBytes or the policy's
+	// files.max_read_bytes bounded it).
+	limit    int64
+	capped   bool
+	size     int64 // the file's whole size (X-Sandgate-File-Size)
+	mismatch bool
+	body     bytes.Buffer
+	other    buffer
 }
 
-func newFileAnswer(wantFile bool, skip, want int64) *fileAnswer {
+func newFileAnswer(wantFile bool, limit int64) *fileAnswer {
 	h := http.Header{}
-	return &fileAnswer{header: h, wantFile: wantFile, skip: skip, want: want, other: buffer{header: h, max: MaxResultBytes}}
+	return &fileAnswer{header: h, wantFile: wantFile, limit: limit, other: buffer{header: h, max: MaxResultBytes}}
 }
 
 // Header is the answer's header map.
@@ -284,12 +303,7 @@ func (w *fileAnswer) WriteHeader(status int) {
 	mt, _, _ := mime.ParseMediaType(w.header.Get("Content-Type"))
 	isFile := mt != "application/json"
 	w.mismatch = isFile != w.wantFile
-	w.size, _ = strconv.ParseInt(w.header.Get("Content-Length"), 10, 64)
-	w.limit = min(w.want, MaxReadBytes)
-	if policy, err := strconv.ParseInt(w.header.Get("X-Sandgate-Max-Read-Bytes"), 10, 64); err == nil && policy > 0 {
-		w.limit = min(w.limit, policy)
-	}
-	w.capped = w.limit < w.want
+	w.size, _ = strconv.ParseInt(w.header.Get("X-Sandgate-File-Size"), 10, 64)
 }
 
 // Write keeps what the tool reads and stops the rest.
@@ -304,16 +318,10 @@ func (w *fileAnswer) Write(p []byte) (int, error) {
 		return 0, errStop
 	}
 	n := len(p)
-	if skip := w.skip - w.seen; skip > 0 {
-		drop := min(skip, int64(len(p)))
-		p, w.seen = p[drop:], w.seen+drop
-	}
 	room := w.limit - int64(w.body.Len())
-	keep := min(room, int64(len(p)))
-	w.body.Write(p[:keep])
-	w.seen += keep
-	if int64(w.body.Len()) >= w.limit && w.seen < w.size {
-		return n, errStop // enough: the rest is not sent
+	w.body.Write(p[:min(room, int64(len(p)))])
+	if int64(w.body.Len()) >= w.limit && room < int64(n) {
+		return n, errStop // more than the window: the rest is not sent
 	}
 	return n, nil
 }

@@ -280,11 +280,20 @@ func biFiles(p *proc, r fileops.Request) int {
 			return fail(fileops.ExitEscapes, "resolves to "+rt+", outside the allowed roots")
 		}
 		if !n.dir {
-			if int64(len(n.data)) > r.MaxBytes {
-				return fail(fileops.ExitTooLarge, fmt.Sprintf("is %d bytes, more than the %d a read returns", len(n.data), r.MaxBytes))
+			size := int64(len(n.data))
+			off := min(r.Offset, size)
+			w := size - off
+			if r.Length > 0 && r.Length < w {
+				w = r.Length
 			}
-			_, _ = fmt.Fprintf(p.stdout, "F %d %o %d\n", len(n.data), n.mode, n.mtime.Unix())
-			_, _ = p.stdout.Write(n.data)
+			if w > r.MaxBytes {
+				if w == size {
+					return fail(fileops.ExitTooLarge, fmt.Sprintf("is %d bytes, more than the %d a read returns", size, r.MaxBytes))
+				}
+				return fail(fileops.ExitTooLarge, fmt.Sprintf("is %d bytes: the %d asked for from %d are more than the %d a read returns", size, w, r.Offset, r.MaxBytes))
+			}
+			_, _ = fmt.Fprintf(p.stdout, "F %d %o %d %d %d\n", size, n.mode, n.mtime.Unix(), r.Offset, w)
+			_, _ = p.stdout.Write(n.data[off : off+w])
 			return 0
 		}
 		names := globOrder(fs.children(rt))

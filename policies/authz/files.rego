@@ -173,3 +173,37 @@ violations contains {"rule": "F2", "msg": sprintf("files: mode must use only the
 		bits.and(m, data.sandgate.config.files.allowed_mode_bits) == m
 	}
 }
+
+# ---------------------------------------------------------------------------
+# F2: what a read returns
+# ---------------------------------------------------------------------------
+
+# METADATA
+# title: A file read's window is bounded
+# description: >-
+#   GET's query.offset, when present and not null, must be a non-negative
+#   integer, and query.length an integer in [1, files.max_read_bytes]: a read
+#   returns at most length bytes of a regular file from offset, so a file
+#   larger than what one read returns is read in parts. (Without a length the
+#   whole file, from offset, is the window; the sandbox refuses one larger than
+#   files.max_read_bytes with 422 file_too_large.)
+# custom:
+#   id: F2
+#   severity: medium
+violations contains {"rule": "F2", "msg": sprintf("files: offset must be a non-negative integer and length an integer in [1, %v]", [object.get(_files_cfg, "max_read_bytes", "unset")])} if {
+	input.request.method == "GET"
+	input.request.route == _files_route
+	not {
+		_whole_or_null(object.get(input.request.query, "offset", null), 0, 1e18)
+		_whole_or_null(object.get(input.request.query, "length", null), 1, data.sandgate.config.files.max_read_bytes)
+	}
+}
+
+_whole_or_null(n, _, _) if n == null
+
+_whole_or_null(n, lo, hi) if {
+	is_number(n)
+	floor(n) == n
+	n >= lo
+	n <= hi
+}

@@ -151,3 +151,26 @@ test_t2_a_token_without_the_files_scopes_is_refused if {
 	ids(patch(base(files_put, "session"), {"token": {"scopes": ["files:read"]}})) == {"T2"}
 	allowed(patch(base(files_get, "session"), {"token": {"scopes": ["files:read"]}}))
 }
+
+test_f2_a_read_window_is_bounded if {
+	allowed(patch(base(files_get, "session"), {"request": {"query": {"offset": 0, "length": 1}}}))
+	allowed(patch(base(files_get, "session"), {"request": {"query": {"offset": 1e12, "length": cfg.files.max_read_bytes}}}))
+	allowed(patch(base(files_get, "session"), {"request": {"query": {"offset": 10}}}))
+	allowed(patch(base(files_get, "session"), {"request": {"query": {"length": 10, "offset": null}}}))
+	every q in [
+		{"length": 0}, {"length": cfg.files.max_read_bytes + 1}, {"length": -1}, {"length": 1.5}, {"length": "10"},
+		{"offset": -1}, {"offset": 0.5}, {"offset": "0"}, {"offset": 1e19},
+	] {
+		ids(patch(base(files_get, "session"), {"request": {"query": q}})) == {"F2"}
+	}
+}
+
+test_f2_the_read_window_message_names_the_bound if {
+	d := authz.decision with input as patch(base(files_get, "session"), {"request": {"query": {"length": 0}}})
+	some v in d.violations
+	v.msg == sprintf("files: offset must be a non-negative integer and length an integer in [1, %v]", [cfg.files.max_read_bytes])
+}
+
+test_f2_a_read_without_max_read_bytes_refuses_a_length if {
+	ids(patch(base(files_get, "session"), {"request": {"query": {"length": 10}}})) == {"F2"} with data.sandgate.config.files.max_read_bytes as null
+}

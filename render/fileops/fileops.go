@@ -21,10 +21,12 @@
 //     nothing behind), sets MODE and renames the file over the target
 //     (atomic: a reader sees the old file or the new one, never part of
 //     it); it prints "SIZE MODE MTIME" of the result;
-//   - get of a regular file: prints a header line "F SIZE MODE MTIME" and
-//     then the bytes, refusing a file larger than MAX with ExitTooLarge
-//     before printing anything; a FIFO, device or socket is refused with
-//     ExitNotRegular (reading one could block forever);
+//   - get of a regular file: prints a header line "F SIZE MODE MTIME
+//     OFFSET LENGTH" and then LENGTH bytes from OFFSET: the whole file, or
+//     the window a caller asked for (OFFSET, and at most LENGTH bytes;
+//     LENGTH -1 is to the end). A window of more than MAX bytes is refused
+//     with ExitTooLarge before anything is printed; a FIFO, device or
+//     socket with ExitNotRegular (reading one could block forever);
 //   - get of a directory: prints "D TOTAL LISTED", then LISTED lines
 //     "SIZE MODE MTIME TYPE" from stat (symbolic links are not followed),
 //     then LISTED name lines: "n" and the name, or "x" and its bytes in hex
@@ -80,11 +82,12 @@ const (
 )
 
 // Script is run as `/bin/sh -c Script sandgate-files OP PATH MODE SIZE MAX
-// MAXENTRIES RECURSIVE TIMEOUT ROOT...` (MODE octal; SIZE, MAX, MAXENTRIES
-// and TIMEOUT, in seconds, decimal; RECURSIVE 0 or 1; each ROOT without its
+// MAXENTRIES RECURSIVE TIMEOUT OFFSET LENGTH ROOT...` (MODE octal; SIZE,
+// MAX, MAXENTRIES, TIMEOUT in seconds, OFFSET and LENGTH decimal, LENGTH -1
+// for the rest of the file; RECURSIVE 0 or 1; each ROOT without its
 // trailing slash, "" for /).
-const Script = `op=$1 p=$2 mode=$3 size=$4 max=$5 maxn=$6 rec=$7 tmo=$8
-shift 8
+const Script = `op=$1 p=$2 mode=$3 size=$4 max=$5 maxn=$6 rec=$7 tmo=$8 off=$9 len=${10}
+shift 10
 under() { u=$1; shift; for r; do case "$u/" in "$r"/*) return 0;; esac; done; return 1; }
 fail() { printf '%s: %s\n' "$p" "$2" >&2; exit "$1"; }
 d=${p%/*} b=${p##*/}
@@ -146,9 +149,16 @@ get)
 		done
 	elif [ -f "$rt" ]; then
 		set -- $(stat -c '%s %a %Y' "$rt") || exit 18
-		[ "$1" -le "$max" ] || fail 15 "is $1 bytes, more than the $max a read returns"
-		printf 'F %s %s %s\n' "$1" "$2" "$3"
-		exec cat "$rt"
+		n=$(($1 > off ? $1 - off : 0))
+		if [ "$len" -ge 0 ] && [ "$len" -lt "$n" ]; then n=$len; fi
+		if [ "$n" -gt "$max" ]; then
+			[ "$n" -eq "$1" ] && fail 15 "is $1 bytes, more than the $max a read returns"
+			fail 15 "is $1 bytes: the $n asked for from $off are more than the $max a read returns"
+		fi
+		printf 'F %s %s %s %s %s\n' "$1" "$2" "$3" "$off" "$n"
+		[ "$off" -eq 0 ] && [ "$n" -eq "$1" ] && exec cat "$rt"
+		[ "$n" -eq 0 ] && exit 0
+		tail -c +$((off+1)) "$rt" | head -c "$n"
 	else
 		fail 14 "is not a regular file or a directory"
 	fi;;
@@ -184,6 +194,9 @@ type Request struct {
 	// image has it: a put whose gateway went away without closing its
 	// stdin ends then, leaving nothing.
 	Timeout time.Duration
+	// Offset and Length are the window a get returns of a regular file:
+	// from Offset, at most Length bytes (0: to the end).
+	Offset, Length int64
 	// Roots are the allowed roots (policy data files.roots).
 	Roots []string
 }
@@ -194,24 +207,41 @@ func (r Request) Args() []string {
 	if r.Recursive {
 		rec = "1"
 	}
-	out := make([]string, 0, 12+len(r.Roots))
+	out := make([]string, 0, 14+len(r.Roots))
 	out = append(out, Shell, "-c", Script, Name, string(r.Op), r.Path,
 		strconv.FormatUint(uint64(r.Mode), 8), strconv.FormatInt(r.Size, 10),
 		strconv.FormatInt(r.MaxBytes, 10), strconv.Itoa(r.MaxEntries), rec,
-		strconv.FormatInt(int64(r.Timeout/time.Second), 10))
+		strconv.FormatInt(int64(r.Timeout/time.Second), 10),
+		strconv.FormatInt(max(r.Offset, 0), 10), strconv.FormatInt(r.window(), 10))
 	for _, root := range r.Roots {
 		out = append(out, strings.TrimSuffix(root, "/"))
 	}
 	return out
 }
 
+// window is Length as Args sends it: -1, to the end, for no bound.
+func (r Request) window() int64 {
+	if r.Length <= 0 {
+		return -1
+	}
+	return r.Length
+}
+
 // Parse reads back a Request from Args' output; ok is false for any other
 // argv. The Nomad simulator uses it to emulate the script.
 func Parse(argv []string) (Request, bool, error) {
-	if len(argv) < 12 || argv[0] != Shell || argv[1] != "-c" || argv[2] != Script || argv[3] != Name {
+	if len(argv) < 14 || argv[0] != Shell || argv[1] != "-c" || argv[2] != Script || argv[3] != Name {
 		return Request{}, false, nil
 	}
-	r := Request{Op: Op(argv[4]), Path: argv[5], Recursive: argv[10] == "1", Roots: argv[12:]}
+	r := Request{Op: Op(argv[4]), Path: argv[5], Recursive: argv[10] == "1", Roots: argv[14:]}
+	var err error
+	if r.Offset, err = strconv.ParseInt(argv[12], 10, 64); err != nil || r.Offset < 0 {
+		return Request{}, true, fmt.Errorf("fileops: offset %q", argv[12])
+	}
+	if r.Length, err = strconv.ParseInt(argv[13], 10, 64); err != nil || r.Length < -1 || r.Length == 0 {
+		return Request{}, true, fmt.Errorf("fileops: length %q", argv[13])
+	}
+	r.Length = max(r.Length, 0)
 	tmo, err := strconv.ParseInt(argv[11], 10, 64)
 	if err != nil || tmo < 0 {
 		return Request{}, true, fmt.Errorf("fileops: timeout %q", argv[11])
@@ -274,8 +304,10 @@ func statFields(size, mode, mtime string) (Stat, error) {
 // Header is the first line a get prints.
 type Header struct {
 	Dir bool
-	// File: the regular file's size, mode and modification time.
-	File Stat
+	// File: the regular file's size, mode and modification time, and the
+	// window that follows: Length bytes from Offset.
+	File           Stat
+	Offset, Length int64
 	// Dir: how many entries the directory holds and how many are listed.
 	Total, Listed int
 }
@@ -287,9 +319,17 @@ const MaxHeaderLine = 128
 func ParseHeader(line string) (Header, error) {
 	f := strings.Fields(line)
 	switch {
-	case len(f) == 4 && f[0] == "F":
+	case len(f) == 6 && f[0] == "F":
 		st, err := statFields(f[1], f[2], f[3])
-		return Header{File: st}, err
+		if err != nil {
+			return Header{}, err
+		}
+		off, err1 := strconv.ParseInt(f[4], 10, 64)
+		n, err2 := strconv.ParseInt(f[5], 10, 64)
+		if err1 != nil || err2 != nil || off < 0 || n < 0 || n > max(st.Size-off, 0) {
+			return Header{}, fmt.Errorf("fileops: file header %q: the window is not within the file", truncate(line))
+		}
+		return Header{File: st, Offset: off, Length: n}, nil
 	case len(f) == 3 && f[0] == "D":
 		total, err1 := strconv.Atoi(f[1])
 		listed, err2 := strconv.Atoi(f[2])

@@ -10,7 +10,9 @@ import (
 // and what they accept is within the bounds announced.
 func FuzzParseAnswer(f *testing.F) {
 	f.Add("D 2 2", "4096 755 1764406800 directory\n6 644 1764406800 regular file\nnsub\nnnote\n", 2)
-	f.Add("F 12 644 1764406800", "", 0)
+	f.Add("F 12 644 1764406800 0 12", "", 0)
+	f.Add("F 12 644 1764406800 10 2", "", 0)
+	f.Add("F 12 644 1764406800 10 3", "", 0)
 	f.Add("D 1 1", "3 777 1 symbolic link\nx6c696e650a627265616b\n", 1)
 	f.Add("D 1 1", "3 777 1\nnx\n", 1)
 	f.Add("F -1 999 x", "", 0)
@@ -19,7 +21,7 @@ func FuzzParseAnswer(f *testing.F) {
 			if h.Dir && (h.Listed > h.Total || h.Listed < 0) {
 				t.Fatalf("header %q accepted with listed %d of %d", header, h.Listed, h.Total)
 			}
-			if !h.Dir && (h.File.Size < 0 || h.File.Mode > 0o7777777) {
+			if !h.Dir && (h.File.Size < 0 || h.File.Mode > 0o7777777 || h.Offset < 0 || h.Length < 0 || h.Length > max(h.File.Size-h.Offset, 0)) {
 				t.Fatalf("header %q accepted as %+v", header, h.File)
 			}
 		}

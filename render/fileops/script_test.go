@@ -108,8 +108,30 @@ func TestTheScriptOnTheHostsShells(t *testing.T) {
 			if res.code != 0 || err != nil || h.Dir || h.File.Size != int64(len(data)) || body != string(data) {
 				t.Fatalf("get: %+v %+v %v", res, h, err)
 			}
+			// A window of the file: from an offset, at most a length.
+			for _, w := range []struct{ off, length, want int64 }{{3, 4, 4}, {3, 0, int64(len(data)) - 3}, {int64(len(data)) - 2, 100, 2}, {int64(len(data)) + 5, 10, 0}, {0, 1, 1}} {
+				r := req(OpGet, ws+"/a/b/c.bin")
+				r.Offset, r.Length = w.off, w.length
+				res := run(t, sh, r, nil)
+				line, body, _ := strings.Cut(res.stdout, "\n")
+				h, err := ParseHeader(line)
+				start := min(w.off, int64(len(data)))
+				if res.code != 0 || err != nil || h.Offset != w.off || h.Length != w.want || h.File.Size != int64(len(data)) || body != string(data[start:start+w.want]) {
+					t.Fatalf("window %+v: %+v %+v %v", w, res, h, err)
+				}
+			}
+			// A window larger than MAX is refused; a smaller one of a larger file is not.
+			r := req(OpGet, ws+"/a/b/c.bin")
+			r.MaxBytes, r.Offset, r.Length = 4, 2, 4
+			if res := run(t, sh, r, nil); res.code != 0 || !strings.HasSuffix(res.stdout, string(data[2:6])) {
+				t.Fatalf("a window within MAX of a larger file: %+v", res)
+			}
+			r.Length = 5
+			if res := run(t, sh, r, nil); res.code != ExitTooLarge || res.stdout != "" {
+				t.Fatalf("a window over MAX: %+v", res)
+			}
 			// A short body writes nothing.
-			r := req(OpPut, ws+"/short")
+			r = req(OpPut, ws+"/short")
 			r.Size = 10
 			if res = run(t, sh, r, []byte("abc")); res.code != ExitShort {
 				t.Fatalf("short put: %+v", res)

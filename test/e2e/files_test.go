@@ -92,6 +92,17 @@ func filesRoundTrip(t *testing.T, g *gw, sb sandbox, blob []byte) {
 	}
 	t.Logf("10 MiB: put %s (%.1f MB/s), get %s (%.1f MB/s)", put.Round(time.Millisecond), mbps(len(blob), put), get.Round(time.Millisecond), mbps(len(blob), get))
 
+	// Windows of the file (tail -c | head -c in the image): inside, at
+	// the end, past the end.
+	for _, w := range []struct{ off, length, want int }{{1 << 20, 65536, 65536}, {len(blob) - 10, 100, 10}, {len(blob) + 1, 5, 0}} {
+		r = g.file(t.Context(), t, http.MethodGet, sb, p, nil, "offset", strconv.Itoa(w.off), "length", strconv.Itoa(w.length))
+		from := min(w.off, len(blob))
+		if r.status != http.StatusOK || !bytes.Equal(r.body, blob[from:from+w.want]) || r.header.Get("X-Sandgate-File-Size") != strconv.Itoa(len(blob)) ||
+			r.header.Get("X-Sandgate-File-Offset") != strconv.Itoa(w.off) {
+			t.Fatalf("window %+v: status %d, %d bytes, headers %v", w, r.status, len(r.body), r.header)
+		}
+	}
+
 	// The image's own tools agree with what was sent.
 	sum := sha256.Sum256(blob)
 	out := g.sh(t, sb.id, sb.session, "cd /workspace/sub/dir && sha256sum blob.bin && wc -c < blob.bin && stat -c %a blob.bin && ls -a")
