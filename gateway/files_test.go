@@ -24,28 +24,6 @@ import (
 	"sandgate/render/fileops"
 )
 
-// putRaw sends a raw body with its Content-Length (net/http sets it for a
-// bytes.Reader), as a file PUT takes it.
-func (h *harness) putRaw(path, tok string, body []byte) response {
-	h.t.Helper()
-	req, err := http.NewRequest(http.MethodPut, h.url+path, bytes.NewReader(body))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Content-Type", "application/octet-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return response{status: resp.StatusCode, header: resp.Header, body: data}
-}
-
 func filesPath(id, p string, extra ...string) string {
 	q := url.Values{"path": {p}}
 	for i := 0; i+1 < len(extra); i += 2 {
@@ -63,7 +41,7 @@ func TestFilesRoundTripOnTheSimulator(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := h.putRaw(filesPath(id, "/workspace/sub/dir/blob.bin", "mode", "0600"), session, data)
+	r := h.do(http.MethodPut, filesPath(id, "/workspace/sub/dir/blob.bin", "mode", "0600"), session, data)
 	if r.status != http.StatusOK {
 		t.Fatalf("put: %d %s", r.status, r.body)
 	}
@@ -100,14 +78,14 @@ func TestFilesRoundTripOnTheSimulator(t *testing.T) {
 	}
 	expectProblem(t, h.do(http.MethodGet, filesPath(id, "/workspace/sub/dir/blob.bin", "length", "0"), session, nil), http.StatusForbidden, "policy_denied", "F2")
 	expectProblem(t, h.do(http.MethodGet, filesPath(id, "/workspace/sub/dir/blob.bin", "length", "64MiB"), session, nil), http.StatusBadRequest, "invalid_request")
-	expectProblem(t, h.putRaw(filesPath(id, "/workspace/x", "offset", "1"), session, []byte("x")), http.StatusBadRequest, "invalid_request")
+	expectProblem(t, h.do(http.MethodPut, filesPath(id, "/workspace/x", "offset", "1"), session, []byte("x")), http.StatusBadRequest, "invalid_request")
 
 	// The simulated builtins see the same filesystem.
 	r = h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"cat", "/workspace/note"}})
 	if m := r.json(t); m["exit_code"] != float64(1) {
 		t.Fatalf("cat of a missing file: %s", r.body)
 	}
-	if r = h.putRaw(filesPath(id, "/workspace/note"), session, []byte("hello\n")); r.status != http.StatusOK {
+	if r = h.do(http.MethodPut, filesPath(id, "/workspace/note"), session, []byte("hello\n")); r.status != http.StatusOK {
 		t.Fatalf("put note: %d %s", r.status, r.body)
 	}
 	r = h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"cat", "/workspace/note"}})
@@ -156,7 +134,7 @@ func TestFilesAreConfinedByThePolicyAndTheScript(t *testing.T) {
 	} {
 		var r response
 		if c.method == http.MethodPut {
-			r = h.putRaw(filesPath(id, c.path), session, []byte("x"))
+			r = h.do(http.MethodPut, filesPath(id, c.path), session, []byte("x"))
 		} else {
 			r = h.do(c.method, filesPath(id, c.path), session, nil)
 		}
@@ -167,8 +145,8 @@ func TestFilesAreConfinedByThePolicyAndTheScript(t *testing.T) {
 	expectProblem(t, h.do(http.MethodGet, filesPath(otherID, "/workspace"), session, nil), http.StatusForbidden, "policy_denied", "T2")
 
 	// Mode bits beyond 0777, and a mode that is not octal.
-	expectProblem(t, h.putRaw(filesPath(id, "/workspace/x", "mode", "4755"), session, []byte("x")), http.StatusForbidden, "policy_denied", "F2")
-	p := expectProblem(t, h.putRaw(filesPath(id, "/workspace/x", "mode", "rwx"), session, []byte("x")), http.StatusBadRequest, "invalid_request")
+	expectProblem(t, h.do(http.MethodPut, filesPath(id, "/workspace/x", "mode", "4755"), session, []byte("x")), http.StatusForbidden, "policy_denied", "F2")
+	p := expectProblem(t, h.do(http.MethodPut, filesPath(id, "/workspace/x", "mode", "rwx"), session, []byte("x")), http.StatusBadRequest, "invalid_request")
 	if p["field"] != "mode" {
 		t.Fatalf("field %v", p["field"])
 	}
@@ -213,14 +191,14 @@ func TestFilesAreConfinedByThePolicyAndTheScript(t *testing.T) {
 	}
 	expectProblem(t, h.do(http.MethodGet, filesPath(id, "/workspace/etc/passwd"), session, nil), http.StatusForbidden, "path_escapes_roots")
 	expectProblem(t, h.do(http.MethodGet, filesPath(id, "/tmp/pw"), session, nil), http.StatusForbidden, "path_escapes_roots")
-	expectProblem(t, h.putRaw(filesPath(id, "/workspace/etc/shadow"), session, []byte("x")), http.StatusForbidden, "path_escapes_roots")
-	expectProblem(t, h.putRaw(filesPath(id, "/tmp/pw"), session, []byte("x")), http.StatusForbidden, "path_escapes_roots")
+	expectProblem(t, h.do(http.MethodPut, filesPath(id, "/workspace/etc/shadow"), session, []byte("x")), http.StatusForbidden, "path_escapes_roots")
+	expectProblem(t, h.do(http.MethodPut, filesPath(id, "/tmp/pw"), session, []byte("x")), http.StatusForbidden, "path_escapes_roots")
 	expectProblem(t, h.do(http.MethodDelete, filesPath(id, "/workspace/etc/passwd"), session, nil), http.StatusForbidden, "path_escapes_roots")
 	if b, ok := h.sim.ReadContainerFile(h.allocOf(id), "/etc/passwd"); !ok || string(b) != "root:x:0:0:root:/root:/bin/sh\n" {
 		t.Fatalf("/etc/passwd changed: %q %v", b, ok)
 	}
 	// A link within the roots is followed; deleting a link keeps its target.
-	if r := h.putRaw(filesPath(id, "/tmp/ws/via-link"), session, []byte("linked")); r.status != http.StatusOK {
+	if r := h.do(http.MethodPut, filesPath(id, "/tmp/ws/via-link"), session, []byte("linked")); r.status != http.StatusOK {
 		t.Fatalf("put through an in-root link: %d %s", r.status, r.body)
 	}
 	if r := h.do(http.MethodGet, filesPath(id, "/workspace/via-link"), session, nil); string(r.body) != "linked" {
@@ -233,8 +211,8 @@ func TestFilesAreConfinedByThePolicyAndTheScript(t *testing.T) {
 		t.Fatal("deleting a link removed its target")
 	}
 	// Errors name the path.
-	expectProblem(t, h.putRaw(filesPath(id, "/tmp/ws"), session, []byte("x")), http.StatusConflict, "is_a_directory")
-	expectProblem(t, h.putRaw(filesPath(id, "/workspace/via-link/x"), session, []byte("x")), http.StatusConflict, "not_a_directory")
+	expectProblem(t, h.do(http.MethodPut, filesPath(id, "/tmp/ws"), session, []byte("x")), http.StatusConflict, "is_a_directory")
+	expectProblem(t, h.do(http.MethodPut, filesPath(id, "/workspace/via-link/x"), session, []byte("x")), http.StatusConflict, "not_a_directory")
 	expectProblem(t, h.do(http.MethodGet, filesPath(id, "/workspace/missing"), session, nil), http.StatusNotFound, "file_not_found")
 }
 
@@ -349,7 +327,7 @@ func TestAFileLargerThanOneReadIsReadInWindows(t *testing.T) {
 	h := newHarness(t, harnessOptions{policyDir: dir})
 	id, session := h.create(h.operator, nil)
 	data := bytes.Repeat([]byte("0123456789"), 300) // 3000 bytes
-	if r := h.putRaw(filesPath(id, "/workspace/big.txt"), session, data); r.status != http.StatusOK {
+	if r := h.do(http.MethodPut, filesPath(id, "/workspace/big.txt"), session, data); r.status != http.StatusOK {
 		t.Fatalf("put: %d %s", r.status, r.body)
 	}
 	p := expectProblem(t, h.do(http.MethodGet, filesPath(id, "/workspace/big.txt"), session, nil), http.StatusUnprocessableEntity, "file_too_large")

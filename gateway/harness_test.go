@@ -105,10 +105,13 @@ func (r response) json(t testing.TB) map[string]any {
 func (h *harness) do(method, path, tok string, body any) response {
 	h.t.Helper()
 	var rd io.Reader
+	contentType := "application/json"
 	switch b := body.(type) {
 	case nil:
 	case string:
 		rd = bytes.NewBufferString(b)
+	case []byte: // raw bytes, as a file PUT takes them (with their Content-Length)
+		rd, contentType = bytes.NewReader(b), "application/octet-stream"
 	default:
 		data, err := json.Marshal(b)
 		if err != nil {
@@ -124,7 +127,7 @@ func (h *harness) do(method, path, tok string, body any) response {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -219,7 +219,7 @@ func TestMCPFileToolsWriteReadAndList(t *testing.T) {
 	}
 	// More than one result carries: lowered to MaxReadBytes, and said.
 	big := bytes.Repeat([]byte("0123456789abcdef"), 40<<10) // 640 KiB
-	if r := h.putRaw(filesPath(id, "/workspace/big.txt"), session, big); r.status != http.StatusOK {
+	if r := h.do(http.MethodPut, filesPath(id, "/workspace/big.txt"), session, big); r.status != http.StatusOK {
 		t.Fatalf("put: %d %s", r.status, r.body)
 	}
 	res, out = callTool(t, s, "read_file", map[string]any{"id": id, "path": "/workspace/big.txt", "max_bytes": 4 << 20})
