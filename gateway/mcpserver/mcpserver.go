@@ -62,7 +62,7 @@ func Handler(cfg Config) http.Handler {
 	mcp.AddTool(srv, &mcp.Tool{Name: "logs", Description: "Read a bounded tail of the sandbox's main task output (GET /v1/sandboxes/{id}/logs)."}, t.logs)
 	mcp.AddTool(srv, &mcp.Tool{Name: "read_file", Description: "Read a regular file in a sandbox (GET /v1/sandboxes/{id}/files). " +
 		"Returns its size, mode and a window of its bytes: at most max_bytes (default 64 KiB, at most 512 KiB) from offset, as utf-8 text or base64. " +
-		"truncated and next_offset say when the file goes on; a file beyond the policy's files.max_read_bytes is refused (file_too_large): work on it with exec."}, t.readFile)
+		"truncated and next_offset say when the file goes on: call again from next_offset to read a file of any size in windows."}, t.readFile)
 	mcp.AddTool(srv, &mcp.Tool{Name: "write_file", Description: "Write a whole file in a sandbox, atomically, creating its parent directories (PUT /v1/sandboxes/{id}/files). " +
 		"Paths are absolute under /workspace or /tmp. content is utf-8 text, or base64 with encoding base64; the MCP request carries at most 1 MiB, so a larger file goes over the REST route. " +
 		"Returns the written file's size, mode and modification time."}, t.writeFile)
