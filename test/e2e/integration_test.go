@@ -14,7 +14,7 @@ func TestTheIntegrationSuiteRunsOnTheRealAgent(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, gwOptions{}) // for its namespace; the dev gateway below is the one tested
 	g.stop()
-	cmd := exec.CommandContext(t.Context(), "go", "test", "-count=1", "./test/integration/") //nolint:gosec // G204: the suite runs the project's own tests
+	cmd := exec.CommandContext(t.Context(), "go", "test", "-count=1", "-v", "./test/integration/") //nolint:gosec // G204: the suite runs the project's own tests
 	cmd.Dir = suite.root
 	cmd.Env = append(os.Environ(),
 		"NOMAD_ADDR="+suite.server.httpAddr, "NOMAD_NAMESPACE="+g.namespace,
