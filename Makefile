@@ -10,13 +10,21 @@ BUNDLE   := policies/
 REGO_COVERAGE_THRESHOLD := 90
 BUILD    := .build
 
-.PHONY: system-deps docs all test run build vet lint gofmt-check policy policy-fmt policy-check policy-test policy-lint go-test bench bench-latency fuzz soak clean
+.PHONY: system-deps docs all test run run-nomad build vet lint gofmt-check policy policy-fmt policy-check policy-test policy-lint go-test bench bench-latency fuzz soak clean
 
 all: test
 
 ## run: the gateway on 127.0.0.1:8080 (a real Nomad at NOMAD_ADDR, else the simulator; see README)
 run: build
 	$(BUILD)/sandgate dev $(RUN_ARGS)
+
+## run-nomad: the gateway on a REAL local Nomad: a server-only and a client-only agent from NOMAD_BIN,
+## a local busybox image (no registry is reached), the bundle's data overlaid for them; needs root and Docker
+NOMAD_BIN   ?= ../shared/nomad/nomad
+LOCAL_IMAGE ?= sandgate-local/busybox:1
+run-nomad: build
+	./deploy/images/build.sh busybox=$(LOCAL_IMAGE)
+	$(BUILD)/sandgate dev --nomad-agent $(NOMAD_BIN) --image $(LOCAL_IMAGE) $(RUN_ARGS)
 
 build:
 	@mkdir -p $(BUILD)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -36,6 +37,7 @@ const simulatedClusterBanner = `
 func newDevCmd() *cobra.Command {
 	var (
 		listen, dataDir, tokenFile, policyDir string
+		nomadAgent, image                     string
 		enroll                                []string
 		tokenTTL                              time.Duration
 	)
@@ -47,10 +49,19 @@ data dir, mint an operator token, write it to --token-file (mode 0600) and
 print it.
 
 With NOMAD_ADDR set (and NOMAD_TOKEN when the cluster has ACLs) it drives that
-Nomad; --enroll NODE enrolls worker nodes for sandboxes. Without NOMAD_ADDR it
-starts the built-in Nomad simulator with two enrolled linux/arm64 workers
-(worker-1 for sandboxes, worker-2 for sandboxes with egress) and one
-control-plane node, and says so loudly: nothing is executed.`,
+Nomad; --enroll NODE enrolls worker nodes for sandboxes.
+
+With --nomad-agent PATH (make run-nomad) it starts a real local Nomad from
+that binary: a server-only agent and a client-only agent (worker-1) with the
+docker driver, below <data>/nomad. It overlays the bundle's data for the
+node's architecture and --image (a local image: no registry is reached) and
+prints the overlay, enrolls worker-1, and on exit purges every job, stops
+both agents and removes <data>/nomad. It needs root and a Docker engine.
+
+Without NOMAD_ADDR or --nomad-agent it starts the built-in Nomad simulator
+with two enrolled linux/arm64 workers (worker-1 for sandboxes, worker-2 for
+sandboxes with egress) and one control-plane node, and says so loudly:
+nothing is executed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -63,7 +74,22 @@ control-plane node, and says so loudly: nothing is executed.`,
 				// dev keeps the masked inputs, so `sandgate policy replay` has something to replay.
 				DecisionInputs: true,
 				ListenHint:     "is another gateway running? Choose another address with --listen, e.g. --listen 127.0.0.1:8081 (with make: make run RUN_ARGS='--listen 127.0.0.1:8081')"}
-			if ncfg, ok := nomadFromEnv(); ok {
+			ncfg, fromEnv := nomadFromEnv()
+			switch {
+			case image != "" && nomadAgent == "":
+				return errors.New("--image goes with --nomad-agent (the local image of the Nomad it starts)")
+			case nomadAgent != "" && fromEnv:
+				return fmt.Errorf("--nomad-agent starts a Nomad of its own: unset NOMAD_ADDR (it is %s), or drop --nomad-agent to drive that one", ncfg.Address)
+			case nomadAgent != "":
+				local, err := startLocalNomad(ctx, nomadAgent, image, dataDir, policyDir, out)
+				if err != nil {
+					return err
+				}
+				defer local.close(out)
+				o.Nomad.Address = local.cluster.Server.HTTPAddr
+				o.Policy, o.WatchPolicy = policies.Config{Dir: local.policyDir}, false
+				o.Nodes = []store.Node{local.node}
+			case fromEnv:
 				o.Nomad = ncfg
 				for _, spec := range enroll {
 					n, err := parseEnroll(spec)
@@ -72,7 +98,7 @@ control-plane node, and says so loudly: nothing is executed.`,
 					}
 					o.Nodes = append(o.Nodes, n)
 				}
-			} else {
+			default:
 				fmt.Fprint(out, simulatedClusterBanner)
 				addr, closeSim, err := startSimulator()
 				if err != nil {
@@ -112,6 +138,8 @@ control-plane node, and says so loudly: nothing is executed.`,
 	f.StringVar(&tokenFile, "token-file", "", "where to write the operator token (default <data>/operator.token)")
 	f.StringArrayVar(&enroll, "enroll", nil, "with NOMAD_ADDR: enroll a node, NAME or NAME:egress (repeatable)")
 	f.DurationVar(&tokenTTL, "token-ttl", 12*time.Hour, "lifetime of the operator token")
+	f.StringVar(&nomadAgent, "nomad-agent", "", "start a real local Nomad from this binary (a server-only and a client-only agent; needs root and Docker)")
+	f.StringVar(&image, "image", "", "with --nomad-agent: the local sandbox image the bundle allows and defaults to")
 	addPolicyDirFlag(cmd, &policyDir)
 	return cmd
 }

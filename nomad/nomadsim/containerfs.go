@@ -122,6 +122,20 @@ func (fs *containerFS) lstat(p string) (string, *fsNode, bool) {
 	return full, n, ok
 }
 
+// chdirCheck is nil when cd p would succeed: p resolves to a directory.
+func (fs *containerFS) chdirCheck(p string) error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	r, err := fs.resolve(p, true)
+	if err != nil {
+		return err
+	}
+	if !fs.nodes[r].dir {
+		return errNotDir
+	}
+	return nil
+}
+
 // mkdirAll creates p and its missing parents (mkdir -p).
 func (fs *containerFS) mkdirAll(p string) error {
 	if r, n, ok := fs.stat(p); ok {

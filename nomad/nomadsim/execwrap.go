@@ -16,11 +16,22 @@ import (
 // command only, the command's exit status is the wrapper's, and when the
 // timeout passes the command is killed and the wrapper exits 143 (SIGTERM),
 // as the real script does for a command that dies of the TERM it sends.
-// Any absolute working directory exists (the in-memory container
-// filesystem is not consulted for it).
+// A working directory that is not a directory of the container's
+// filesystem fails the wrapper's cd: it exits 125 (ExitSetupFailed) with
+// the shell's message (real-exec-*-missing-workdir.json).
 func biWrapper(p *proc, cmd execwrap.Command) int {
 	if len(cmd.Argv) == 0 {
 		return 0
+	}
+	if cmd.Workdir != "" && p.fs != nil {
+		if err := p.fs.chdirCheck(cmd.Workdir); err != nil {
+			if p.busybox {
+				p.errf("%s: cd: line 2: can't cd to %s: %v\n", execwrap.Name, cmd.Workdir, err)
+			} else {
+				p.errf("%s: 3: cd: can't cd to %s\n", execwrap.Name, cmd.Workdir) // dash names no cause
+			}
+			return execwrap.ExitSetupFailed
+		}
 	}
 	env := append([]string(nil), p.env...)
 	for _, k := range sortedNames(cmd.Env) {

@@ -53,6 +53,11 @@ var sharedNodeScript = slices.Concat(
 		"real-exec-busybox-cat-stdin", "real-exec-busybox-timeout",
 		"real-exec-debian-echo-hi", "real-exec-debian-exit3", "real-exec-debian-not-found",
 		"real-exec-debian-cat-stdin", "real-exec-debian-timeout"),
+	// Recorded later, in a run of their own (-record-only): their
+	// allocations are mapped to the same jobs' allocations here.
+	waitFirst("real-exec-busybox-missing-workdir", "running"),
+	waitFirst("real-exec-debian-missing-workdir", "running"),
+	fixtures("real-exec-busybox-missing-workdir", "real-exec-debian-missing-workdir"),
 	action(func(r *realReplay) { r.appendLogs(loadReal(r.t, "real-logs-stdout-framed").notes.AllocID) }),
 	fixtures("real-logs-stdout-framed", "real-logs-stdout-end-offset5-framed", "real-logs-stdout-start-plain",
 		"real-logs-stderr-framed", "real-exec-unknown-alloc", "real-logs-unknown-alloc", "real-allocation-unknown",

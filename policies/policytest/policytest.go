@@ -2,17 +2,18 @@
 // (the embedded one, usually), edited file by file, and the same with its
 // Rego tests replaced by one small test per entrypoint, so that a reload,
 // which runs a bundle's tests, takes a second rather than a minute under
-// -race. It imports nothing of sandgate, so the policies package's own
-// tests use it too.
+// -race. It imports nothing of sandgate but the standard-library-only
+// datapatch, so the policies package's own tests use it too.
 package policytest
 
 import (
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"sandgate/policies/datapatch"
 )
 
 // Edit returns a file's new content; returning nil drops the file.
@@ -108,24 +109,5 @@ func EditFile(t testing.TB, dir, file string, edit func([]byte) []byte, done *bo
 }
 
 // MergePatch applies an RFC 7386 JSON merge patch to target and returns
-// the result; target is not modified. The end-to-end suite patches the
-// bundle's data this way (test/testdata/e2e-policy-data-patch.json).
-func MergePatch(target, patch any) any {
-	p, ok := patch.(map[string]any)
-	if !ok {
-		return patch
-	}
-	t, _ := target.(map[string]any)
-	out := maps.Clone(t)
-	if out == nil {
-		out = map[string]any{}
-	}
-	for k, v := range p {
-		if v == nil {
-			delete(out, k)
-			continue
-		}
-		out[k] = MergePatch(out[k], v)
-	}
-	return out
-}
+// the result; target is not modified (datapatch.Merge).
+func MergePatch(target, patch any) any { return datapatch.Merge(target, patch) }

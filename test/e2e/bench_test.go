@@ -277,7 +277,7 @@ func echoHiSandbox(b *testing.B) (*gw, sandbox, *nomad.Client, string) {
 		b.Fatalf("allocations: %v %d", err, len(allocs))
 	}
 	cfg := nomad.DefaultConfig()
-	cfg.Address, cfg.Namespace, cfg.JobPrefix = suite.server.httpAddr, g.namespace, "sandgate-sbx-"
+	cfg.Address, cfg.Namespace, cfg.JobPrefix = suite.server.HTTPAddr, g.namespace, "sandgate-sbx-"
 	nc, err := nomad.New(cfg)
 	if err != nil {
 		b.Fatal(err)

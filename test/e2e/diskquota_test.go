@@ -176,7 +176,7 @@ func TestDiskTaskDirListingOfTheRealAgent(t *testing.T) {
 		}
 	}
 	get := func(path string) (int, string) {
-		resp, err := http.Get(suite.server.httpAddr + path) //nolint:gosec,noctx // the agent this suite started
+		resp, err := http.Get(suite.server.HTTPAddr + path) //nolint:gosec,noctx // the agent this suite started
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +204,7 @@ func TestDiskTaskDirListingOfTheRealAgent(t *testing.T) {
 		t.Errorf("unknown allocation: %d %s", status, body)
 	}
 
-	c, err := nomad.New(nomad.Config{Address: suite.server.httpAddr, Namespace: g.namespace, JobPrefix: "sandgate-sbx-"})
+	c, err := nomad.New(nomad.Config{Address: suite.server.HTTPAddr, Namespace: g.namespace, JobPrefix: "sandgate-sbx-"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -161,7 +161,7 @@ func TestNomadFaultsOnTheRealAgent(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			p := newNomadProxy(t, suite.server.httpAddr)
+			p := newNomadProxy(t, suite.server.HTTPAddr)
 			g := startGateway(t, gwOptions{NomadAddress: p.url(), NomadTimeout: "2s"})
 			before := g.create(t, g.operator, nil)
 
@@ -207,7 +207,7 @@ func TestNomadFaultsOnTheRealAgent(t *testing.T) {
 func TestNomadCuttingTheExecStreamOnTheRealAgent(t *testing.T) {
 	need(t)
 	t.Parallel()
-	p := newNomadProxy(t, suite.server.httpAddr)
+	p := newNomadProxy(t, suite.server.HTTPAddr)
 	g := startGateway(t, gwOptions{NomadAddress: p.url()})
 	sb := g.create(t, g.operator, nil)
 
@@ -294,7 +294,7 @@ func TestTheNodesAgentCrashingMidExec(t *testing.T) {
 	done := g.execAsync(t, sb, "touch /workspace/begun; sleep 60", 90)
 	g.waitBegun(t, sb)
 	killed := time.Now()
-	a.kill()
+	a.Kill()
 	r := waitReply(t, done, 45*time.Second, "the exec whose node's agent was killed")
 	t.Logf("the exec answered %s, %s after the kill", r, time.Since(killed).Round(time.Millisecond))
 	expectAnswer(t, "the exec whose node's agent was killed", r, unavailable)
@@ -307,7 +307,7 @@ func TestTheNodesAgentCrashingMidExec(t *testing.T) {
 // runsAgainOrEndedLost does.
 func afterTheAgentComesBack(t *testing.T, a *agent, g *gw, sb sandbox, node string) {
 	t.Helper()
-	if err := a.restart(suite.nomadBin); err != nil {
+	if err := a.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	runsAgainOrEndedLost(t, g, sb, node)
@@ -364,21 +364,21 @@ func TestAnAllocationThatNeverStartsFailsItsSandbox(t *testing.T) {
 	need(t)
 	t.Parallel()
 	const node = "worker-hung"
-	p := newNomadProxy(t, suite.server.httpAddr)
+	p := newNomadProxy(t, suite.server.HTTPAddr)
 	a, g := ownNodeWith(t, gwNode{Name: node}, gwOptions{NomadAddress: p.url(), NomadTimeout: "3s", StartTimeout: "8s"})
-	t.Cleanup(a.thaw) // runs before ownNode's stop
+	t.Cleanup(a.Thaw) // runs before ownNode's stop
 
-	a.freeze()
+	a.Freeze()
 	r := g.do(t, http.MethodPost, "/v1/sandboxes", g.operator, sandboxBody(node))
 	t.Logf("create on a hung node: %s", r)
 	expectAnswer(t, "create on a hung node", r, unavailable)
 	checkConsistentOn(t, g, node, "after the create on a hung node")
-	a.thaw()
+	a.Thaw()
 	g.waitNodeReady(t, node)
 
-	id, m := g.createAndThen(t, p, a.freeze, sandboxBody(node, "wait_seconds", 2), "create whose node hung once Nomad took the job")
+	id, m := g.createAndThen(t, p, a.Freeze, sandboxBody(node, "wait_seconds", 2), "create whose node hung once Nomad took the job")
 	failedOrEnded(t, g, node, id, m, []string{"start_timeout", "placement_failed"})
-	a.thaw()
+	a.Thaw()
 	eventually(t, 60*time.Second, "no container of the sandbox that never started", func() bool { return containersOf(id) == 0 })
 	checkConsistentOn(t, g, node, "after the agent resumed")
 	g.waitNodeReady(t, node)
@@ -393,11 +393,11 @@ func TestANodeVanishingMidCreate(t *testing.T) {
 	need(t)
 	t.Parallel()
 	const node = "worker-vanish"
-	p := newNomadProxy(t, suite.server.httpAddr)
+	p := newNomadProxy(t, suite.server.HTTPAddr)
 	a, g := ownNodeWith(t, gwNode{Name: node}, gwOptions{NomadAddress: p.url(), StartTimeout: "20s"})
-	id, m := g.createAndThen(t, p, a.kill, sandboxBody(node, "wait_seconds", 30), "create whose node vanished")
+	id, m := g.createAndThen(t, p, a.Kill, sandboxBody(node, "wait_seconds", 30), "create whose node vanished")
 	failedOrEnded(t, g, node, id, m, []string{"start_timeout", "placement_failed", "lost"})
-	if err := a.restart(suite.nomadBin); err != nil {
+	if err := a.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	g.waitNodeReady(t, node)
@@ -532,7 +532,7 @@ func TestAStreamingExecWhoseNodesAgentIsKilled(t *testing.T) {
 		transcript = append(transcript, ev.Event+" "+string(ev.Data))
 		if ev.Event == client.EventStdout && killed.IsZero() {
 			killed = time.Now()
-			a.kill()
+			a.Kill()
 		}
 		last = ev
 	}
@@ -566,7 +566,7 @@ func TestAStreamingExecWhoseNodesAgentGoesSilent(t *testing.T) {
 		bound = timeout + 5*time.Second + 10*time.Second
 	)
 	a, g := ownNode(t, gwNode{Name: node})
-	t.Cleanup(a.thaw) // runs before ownNode's stop, even on a failure
+	t.Cleanup(a.Thaw) // runs before ownNode's stop, even on a failure
 	sb := g.create(t, g.operator, sandboxBody(node))
 
 	ctx, cancel := context.WithTimeout(t.Context(), bound+time.Minute)
@@ -577,10 +577,10 @@ func TestAStreamingExecWhoseNodesAgentGoesSilent(t *testing.T) {
 	}, func(ev sseEvent) {
 		if ev.event == "stdout" && frozen.IsZero() {
 			frozen = time.Now()
-			a.freeze()
+			a.Freeze()
 		}
 	})
-	a.thaw()
+	a.Thaw()
 	transcript := make([]string, len(events))
 	for i, ev := range events {
 		transcript[i] = ev.String()

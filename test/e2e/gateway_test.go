@@ -81,7 +81,7 @@ func startGateway(t testing.TB, o gwOptions) *gw {
 	if _, err := suite.api.Namespaces().Register(&api.Namespace{Name: ns, Description: "sandgate e2e " + t.Name()}, nil); err != nil {
 		t.Fatalf("create namespace %s: %v", ns, err)
 	}
-	nc, err := api.NewClient(&api.Config{Address: suite.server.httpAddr, Namespace: ns})
+	nc, err := api.NewClient(&api.Config{Address: suite.server.HTTPAddr, Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func startGateway(t testing.TB, o gwOptions) *gw {
 		"listen":             "127.0.0.1:0",
 		"data_dir":           g.dir,
 		"policy_dir":         suite.policyDir,
-		"nomad":              map[string]any{"address": or(o.NomadAddress, suite.server.httpAddr), "namespace": ns, "timeout": or(o.NomadTimeout, "10s")},
+		"nomad":              map[string]any{"address": or(o.NomadAddress, suite.server.HTTPAddr), "namespace": ns, "timeout": or(o.NomadTimeout, "10s")},
 		"reaper_interval":    or(o.ReaperInterval, "1s"),
 		"reconcile_interval": or(o.ReconcileInterval, "3s"),
 		"reclaim_interval":   or(o.ReclaimInterval, "2s"),
@@ -152,7 +152,7 @@ func ownNodeWith(t *testing.T, n gwNode, o gwOptions, meta ...string) (*agent, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(a.stop)
+	t.Cleanup(a.Stop)
 	n.MaxSandboxes, n.CPUMHz, n.MemoryMB = 4, 1000, 2048
 	o.Nodes = []gwNode{n}
 	return a, startGateway(t, o)

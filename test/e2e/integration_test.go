@@ -17,7 +17,7 @@ func TestTheIntegrationSuiteRunsOnTheRealAgent(t *testing.T) {
 	cmd := exec.CommandContext(t.Context(), "go", "test", "-count=1", "-v", "./test/integration/") //nolint:gosec // G204: the suite runs the project's own tests
 	cmd.Dir = suite.root
 	cmd.Env = append(os.Environ(),
-		"NOMAD_ADDR="+suite.server.httpAddr, "NOMAD_NAMESPACE="+g.namespace,
+		"NOMAD_ADDR="+suite.server.HTTPAddr, "NOMAD_NAMESPACE="+g.namespace,
 		"SANDGATE_TEST_NODE="+sharedNode, "SANDGATE_TEST_POLICY_DIR="+suite.policyDir)
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"sandgate/nomad/localnomad"
 )
 
 // TestExpiryIsRefusedAtAuthorizationThenReaped: past its TTL a sandbox is
@@ -182,7 +184,7 @@ func TestADrainedNodeIsReclaimed(t *testing.T) {
 	if got := g.hostUse(t, node); got != [3]int64{1, 100, 128} {
 		t.Fatalf("budget use before the drain: %v", got)
 	}
-	n, err := waitNode(t.Context(), suite.api, node)
+	n, err := localnomad.WaitNode(t.Context(), suite.api, node)
 	if err != nil {
 		t.Fatal(err)
 	}

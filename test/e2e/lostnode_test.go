@@ -24,7 +24,7 @@ func TestALostNode(t *testing.T) {
 	sb := g.create(t, g.operator, map[string]any{"node": node, "image": imageBusybox})
 	g.sh(t, sb.id, sb.session, "echo state > /workspace/mark")
 
-	a.kill()
+	a.Kill()
 	unavailable := func(when string) {
 		t.Helper()
 		r := g.do(t, http.MethodPost, "/v1/sandboxes/"+sb.id+"/exec", sb.session, map[string]any{"argv": []string{"cat", "/workspace/mark"}})
@@ -55,7 +55,7 @@ func TestALostNode(t *testing.T) {
 		t.Fatalf("while the node is down (it may come back): %v", st)
 	}
 
-	if err := a.restart(suite.nomadBin); err != nil {
+	if err := a.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 90*time.Second, "the gateway ends the sandbox whose allocation Nomad replaced", func() bool {

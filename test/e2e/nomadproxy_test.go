@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -160,17 +159,5 @@ func (p *nomadProxy) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fault.Body, fault.Status)
 	default:
 		p.rp.ServeHTTP(w, r)
-	}
-}
-
-// freeze stops the agent's process (SIGSTOP): it holds its connections but
-// answers nothing and misses its heartbeats, as a hung host would. thaw
-// resumes it.
-func (a *agent) freeze() { a.sendSignal(syscall.SIGSTOP) }
-func (a *agent) thaw()   { a.sendSignal(syscall.SIGCONT) }
-
-func (a *agent) sendSignal(sig syscall.Signal) {
-	if a.cmd != nil && a.cmd.Process != nil {
-		_ = a.cmd.Process.Signal(sig)
 	}
 }

@@ -21,6 +21,11 @@ import (
 //	go test -count=1 ./test/e2e/ -run TestRecordRealAgent -record
 var recordFlag = flag.Bool("record", false, "record the real agent's answers into nomad/nomadsim/testdata/recordings/real-*.json")
 
+// recordOnly, with -record, writes only the fixtures whose names match it:
+// a new exchange is added without re-recording (and so rewriting the IDs
+// and times of) every other fixture.
+var recordOnly = flag.String("record-only", "", "with -record: write only the fixtures whose names match this regular expression")
+
 // The fixed names of the recording run: stable job IDs, the gateway's task
 // and the unknown allocation of the shared recordings.
 const (
@@ -38,6 +43,7 @@ type recExec struct {
 	argv    []string
 	stdin   string
 	timeout time.Duration
+	workdir string
 }
 
 // recExecs are the execs recorded on each image.
@@ -49,6 +55,9 @@ var recExecs = []recExec{
 	// The wrapper's timeout: TERM to the command's process group, the
 	// background child included, then exit 143.
 	{name: "timeout", argv: []string{"sh", "-c", "yes > /dev/null & sleep 37"}, timeout: 2 * time.Second},
+	// A working directory that does not exist: the wrapper's cd fails, it
+	// exits 125 (execwrap.ExitSetupFailed) with the shell's own message.
+	{name: "missing-workdir", argv: []string{"pwd"}, workdir: "/workspace/no-such-dir"},
 }
 
 // TestRecordRealAgent drives the real agent pair through the exchanges the
@@ -163,7 +172,7 @@ func (r *recorder) lostNode(registered func(string)) {
 	a, err := startClient(recLostNode)
 	t.Cleanup(func() {
 		if a != nil {
-			a.stop()
+			a.Stop()
 		}
 	})
 	if err != nil {
@@ -184,7 +193,7 @@ func (r *recorder) lostNode(registered func(string)) {
 			job.notes(alloc, "killed_after_ms", 1000))
 	}()
 	time.Sleep(time.Second)
-	a.kill()
+	a.Kill()
 	killed := time.Now()
 	ex := <-inFlight
 	t.Logf("the exec in flight ended with exit %v, close %d %q after %s", ex.exitCode, ex.closeCode, ex.closeReason, ex.took)
@@ -213,7 +222,7 @@ func (r *recorder) lostNode(registered func(string)) {
 	t.Logf("node down: exec close %d %q after %s (exit %v); logs %d %q after %s (%v)",
 		ex.closeCode, ex.closeReason, ex.took, ex.exitCode, lg.status, lg.body, lg.took, lg.err)
 
-	if err := a.restart(suite.nomadBin); err != nil {
+	if err := a.Restart(); err != nil {
 		t.Fatalf("restart %s: %v", recLostNode, err)
 	}
 	restarted := time.Now()
@@ -254,7 +263,7 @@ func (r *recorder) lostNode(registered func(string)) {
 	}
 	t.Logf("after restart: ready in %s, replacement %q running %s later, old alloc settled in %s", back, replacement, reacted, settled)
 	_, _, _ = suite.api.Jobs().Deregister(job.id, true, nil)
-	a.stop()
+	a.Stop()
 }
 
 // recJob is a job the recorder registers: the gateway's rendering.
@@ -314,7 +323,7 @@ func (j recJob) notes(alloc string, kv ...any) map[string]any {
 // wrapped is the argv the gateway sends for e: the exec wrapper with the
 // gateway's kill-after.
 func wrapped(e recExec) []string {
-	return execwrap.Command{Argv: e.argv, Timeout: wrapTimeout(e), KillAfter: 5 * time.Second}.Args()
+	return execwrap.Command{Argv: e.argv, Workdir: e.workdir, Timeout: wrapTimeout(e), KillAfter: 5 * time.Second}.Args()
 }
 
 func wrapTimeout(e recExec) time.Duration {

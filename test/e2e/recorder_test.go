@@ -62,7 +62,7 @@ func newRecorder(t *testing.T) *recorder {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	return &recorder{t: t, dir: dir, base: suite.server.httpAddr, start: time.Now()}
+	return &recorder{t: t, dir: dir, base: suite.server.HTTPAddr, start: time.Now()}
 }
 
 // newScrubber replaces what differs between machines and runs but is not
@@ -73,14 +73,12 @@ func newRecorder(t *testing.T) *recorder {
 // indexes and times stay as recorded.
 func newScrubber() func(string) string {
 	var pairs []string
-	suite.mu.Lock()
-	agents := append([]*agent{suite.server}, suite.clients...)
-	suite.mu.Unlock()
+	agents := append([]*agent{suite.server}, suite.cluster.Clients()...)
 	for _, a := range agents {
-		pairs = append(pairs, filepath.Join(a.dir, "data"), "<data_dir>", a.config, "<path>")
+		pairs = append(pairs, filepath.Join(a.Dir, "data"), "<data_dir>", a.Config, "<path>")
 	}
 	pairs = append(pairs, suite.dir, "<suite_dir>")
-	if ifc, err := net.InterfaceByName(suite.iface); err == nil {
+	if ifc, err := net.InterfaceByName(suite.cluster.Interface); err == nil {
 		addrs, _ := ifc.Addrs()
 		for _, a := range addrs {
 			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
@@ -121,6 +119,9 @@ func rawText(s string) json.RawMessage {
 func (r *recorder) write(name string, f *fixture) {
 	r.t.Helper()
 	if name == "" {
+		return
+	}
+	if *recordOnly != "" && !regexp.MustCompile(*recordOnly).MatchString(name) {
 		return
 	}
 	if len(f.Request.Body) == 0 {

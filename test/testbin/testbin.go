@@ -6,7 +6,6 @@
 package testbin
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -41,6 +41,8 @@ type Options struct {
 	Args []string
 	// Env is the process environment; nil means this process's.
 	Env []string
+	// Wait bounds how long it may take to print its address (default 60 s).
+	Wait time.Duration
 }
 
 // Dev is a running `sandgate dev`, stopped (SIGINT) when the test ends.
@@ -51,6 +53,45 @@ type Dev struct {
 	// Banner is everything it printed up to its address (the SIMULATED
 	// banner among it).
 	Banner string
+
+	stop  func() error
+	found chan string // everything printed up to the address, once
+	sent  bool        // found was sent
+	mu    sync.Mutex
+	out   strings.Builder // everything it printed to standard output
+}
+
+// devOutput is the process's standard output: kept whole, and watched
+// for the address line. exec's Wait returns only once all of it arrived.
+type devOutput Dev
+
+func (w *devOutput) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.out.Write(p)
+	if w.sent {
+		return len(p), nil
+	}
+	all := w.out.String()
+	lines := all[:strings.LastIndexByte(all, '\n')+1] // complete lines only
+	if loc := listening.FindStringIndex(lines); loc != nil {
+		end := loc[1] + strings.IndexByte(lines[loc[1]:], '\n') + 1
+		w.found <- lines[:end] // buffered: sent once
+		w.sent = true
+	}
+	return len(p), nil
+}
+
+// Stop ends it with SIGINT, as an operator's Ctrl-C would, and waits until
+// it has exited (SIGKILL after 60 s); it returns how it exited. The test's
+// cleanup calls it too; a second call returns the first's result.
+func (d *Dev) Stop() error { return d.stop() }
+
+// Output is everything it printed to standard output so far.
+func (d *Dev) Output() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.out.String()
 }
 
 var listening = regexp.MustCompile(`sandgate dev: (http://[0-9.:]+)`)
@@ -67,46 +108,37 @@ func StartDev(t testing.TB, bin string, o Options) *Dev {
 	cmd := exec.CommandContext(ctx, bin, args...) //nolint:gosec // G204: the binary the test just built
 	cmd.Env = o.Env
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 10 * time.Second
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cmd.WaitDelay = 60 * time.Second
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	d := &Dev{Data: o.Data, found: make(chan string, 1)}
+	cmd.Stdout = (*devOutput)(d)
+	d.stop = sync.OnceValue(func() error {
+		cancel()
+		err := cmd.Wait()
+		if cmd.ProcessState != nil && cmd.ProcessState.Success() {
+			return nil // exec reports the cancel that asked for the exit
+		}
+		return err
+	})
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
+		_ = d.Stop()
 		if t.Failed() {
-			t.Logf("gateway log:\n%s", stderr.String())
+			t.Logf("gateway log:\n%s\ngateway output:\n%s", stderr.String(), d.Output())
 		}
 	})
-	// The reader sends the address and everything printed before it; it
-	// keeps draining stdout afterwards so the gateway never blocks on it.
-	type started struct{ url, banner string }
-	found := make(chan started, 1)
-	go func() {
-		var banner strings.Builder
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			banner.WriteString(sc.Text() + "\n")
-			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case found <- started{m[1], banner.String()}:
-				default:
-				}
-			}
-		}
-	}()
-	d := &Dev{Data: o.Data}
+	wait := o.Wait
+	if wait == 0 {
+		wait = 60 * time.Second
+	}
 	select {
-	case s := <-found:
-		d.URL, d.Banner = s.url, s.banner
-	case <-time.After(60 * time.Second):
-		t.Fatalf("the gateway did not start within 60 s")
+	case banner := <-d.found:
+		d.URL, d.Banner = listening.FindStringSubmatch(banner)[1], banner
+	case <-time.After(wait):
+		t.Fatalf("the gateway did not start within %s", wait)
 	}
 	tok, err := os.ReadFile(filepath.Join(o.Data, "operator.token"))
 	if err != nil {

@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# Builds the end-to-end suite's two local sandbox images when they are not
-# there yet (no registry can be reached): busybox FROM scratch, from Debian's
-# busybox-static, and a real Debian 12 root filesystem made by debootstrap
-# from the machine's configured Debian mirror. An image already present under
-# its tag is reused as it is.
-#   build.sh BUSYBOX_TAG DEBIAN_TAG
+# Builds local sandbox images for a Nomad that cannot pull (make run-nomad,
+# the end-to-end suite): busybox FROM scratch, from Debian's busybox-static
+# (seconds), and a real Debian 12 root filesystem made by debootstrap from
+# the machine's configured Debian mirror (about 2 minutes). An image already
+# present under its tag is reused as it is. Needs root (apt-get) and Docker.
+#   build.sh busybox=TAG [debian=TAG]
 set -euo pipefail
-busybox_tag=$1 debian_tag=$2
+busybox_tag='' debian_tag=''
+for arg in "$@"; do
+	case $arg in
+	busybox=?*) busybox_tag=${arg#busybox=} ;;
+	debian=?*) debian_tag=${arg#debian=} ;;
+	*) echo "usage: $0 busybox=TAG [debian=TAG]" >&2; exit 2 ;;
+	esac
+done
 export DEBIAN_FRONTEND=noninteractive
 
 have() { docker image inspect "$1" >/dev/null 2>&1; }
@@ -19,7 +26,7 @@ apt_install() {
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-if ! have "$busybox_tag"; then
+if [ -n "$busybox_tag" ] && ! have "$busybox_tag"; then
 	apt_install busybox-static
 	mkdir -p "$work/bb/bin" "$work/bb/tmp" "$work/bb/workspace" "$work/bb/proc" "$work/bb/dev" "$work/bb/sys" "$work/bb/etc"
 	cp /bin/busybox "$work/bb/bin/busybox"
@@ -38,7 +45,7 @@ DOCKERFILE
 	echo "built $busybox_tag" >&2
 fi
 
-if ! have "$debian_tag"; then
+if [ -n "$debian_tag" ] && ! have "$debian_tag"; then
 	apt_install debootstrap
 	mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
 	[ -n "$mirror" ] || mirror=$(awk '/^deb / {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
