@@ -49,7 +49,8 @@ func TestHostsListEveryNodeWithEnrollmentStateUsageAndBudget(t *testing.T) {
 	used := budget["used"].(map[string]any)
 	if w1["enrollment"] != "sandbox" || w1["state"] != "active" || w1["architecture"] != "arm64" ||
 		w1["control_plane"] != false || w1["live_sandboxes"] != float64(1) ||
-		math.Abs(usage["memory_percent"].(float64)-41.5) > 0.01 || math.Abs(usage["disk_percent"].(float64)-63) > 0.01 ||
+		// The simulator adds what the running sandbox holds (a few MiB).
+		usage["memory_percent"].(float64) < 41.5 || usage["memory_percent"].(float64) > 41.6 || math.Abs(usage["disk_percent"].(float64)-63) > 0.01 ||
 		used["cpu_mhz"] != float64(700) || used["memory_mb"] != float64(256) ||
 		budget["limits"].(map[string]any)["max_sandboxes"] != float64(10) {
 		t.Fatalf("worker-1: %v", w1)

@@ -34,6 +34,7 @@ type fsNode struct {
 	mode   uint32
 	mtime  time.Time
 	isLink bool
+	image  bool // part of the image, not written by the sandbox
 }
 
 func newContainerFS(now func() time.Time) *containerFS {
@@ -43,7 +44,7 @@ func newContainerFS(now func() time.Time) *containerFS {
 		fs.nodes[d] = &fsNode{dir: true, mode: 0o755, mtime: t}
 	}
 	fs.nodes["/tmp"].mode = 0o777
-	fs.nodes["/etc/passwd"] = &fsNode{data: []byte("root:x:0:0:root:/root:/bin/sh\n"), mode: 0o644, mtime: t}
+	fs.nodes["/etc/passwd"] = &fsNode{data: []byte("root:x:0:0:root:/root:/bin/sh\n"), mode: 0o644, mtime: t, image: true}
 	return fs
 }
 
@@ -120,6 +121,25 @@ func (fs *containerFS) lstat(p string) (string, *fsNode, bool) {
 	}
 	n, ok := fs.nodes[full]
 	return full, n, ok
+}
+
+// heldBytes sums the sizes of the regular files the sandbox wrote: those under /workspace
+// and /tmp (the sandbox's tmpfs areas, host memory) and the rest (the
+// container's writable layer, host disk).
+func (fs *containerFS) heldBytes() (tmpfs, rest uint64) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for p, n := range fs.nodes {
+		if n.dir || n.isLink || n.image {
+			continue
+		}
+		if strings.HasPrefix(p, "/workspace/") || strings.HasPrefix(p, "/tmp/") {
+			tmpfs += uint64(len(n.data))
+		} else {
+			rest += uint64(len(n.data))
+		}
+	}
+	return tmpfs, rest
 }
 
 // chdirCheck is nil when cd p would succeed: p resolves to a directory.

@@ -268,8 +268,10 @@ func (s *Server) SetNodeEligibility(name, eligibility string) error {
 	return err
 }
 
-// SetNodeUsage sets the memory and disk usage, in percent (0-100), that
-// /v1/client/stats reports for the named node.
+// SetNodeUsage sets the named node's base memory and disk usage, in
+// percent (0-100): /v1/client/stats reports it plus what the node's running
+// allocations hold (their containers, the files in their tmpfs areas, their
+// writes to disk), so usage moves with the sandboxes as on a real agent.
 func (s *Server) SetNodeUsage(name string, memPercent, diskPercent float64) error {
 	if memPercent < 0 || memPercent > 100 || diskPercent < 0 || diskPercent > 100 {
 		return fmt.Errorf("nomadsim: usage percentages must be within 0-100")

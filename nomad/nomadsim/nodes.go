@@ -283,7 +283,7 @@ func (s *Server) handleClientStats(w http.ResponseWriter, r *http.Request) {
 	down := false
 	if n != nil {
 		down = s.nodeUnreachableLocked(n.n.ID)
-		stats = hostStats(n)
+		stats = hostStats(n, s.heldOnNodeLocked(n.n.ID))
 	}
 	s.mu.Unlock()
 	switch {
@@ -296,14 +296,55 @@ func (s *Server) handleClientStats(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func hostStats(n *simNode) *api.HostStats {
-	memTotal := uint64(*n.n.Resources.MemoryMB) << 20        //nolint:gosec // positive by config
-	diskTotal := uint64(*n.n.Resources.DiskMB) << 20         //nolint:gosec // positive by config
-	memUsed := uint64(float64(memTotal) * n.memPct / 100)    //nolint:gosec // percent in 0-100
-	diskUsed := uint64(float64(diskTotal) * n.diskPct / 100) //nolint:gosec // percent in 0-100
+// hostHeld is what the running allocations of a node hold of its host's
+// memory and disk, in bytes.
+type hostHeld struct{ memory, disk uint64 }
+
+// containerResidentBytes is what one running sandbox container holds of its
+// host's memory before it writes anything: its init, sleep and the
+// runtime's shim (a few MiB on a real agent).
+const containerResidentBytes = 4 << 20
+
+// heldOnNodeLocked sums what the running allocations on node hold: each
+// container's resident memory and the files in its tmpfs areas (/workspace,
+// /tmp: memory, as on a real host, where they lower MemAvailable), and the
+// files written elsewhere in the container and in its task directories
+// (host disk). Callers hold Server.mu.
+func (s *Server) heldOnNodeLocked(nodeID string) hostHeld {
+	var h hostHeld
+	for _, sa := range s.allocs {
+		if sa.a.NodeID != nodeID || sa.a.ClientStatus != api.AllocClientStatusRunning {
+			continue
+		}
+		h.memory += containerResidentBytes
+		if sa.cfs != nil {
+			tmpfs, rest := sa.cfs.heldBytes()
+			h.memory += tmpfs
+			h.disk += rest
+		}
+		if d, ok := s.taskDirs[sa.a.ID]; ok {
+			for _, e := range d {
+				if e.mode.IsRegular() && e.size > 0 {
+					h.disk += uint64(e.size)
+				}
+			}
+		}
+	}
+	return h
+}
+
+// hostStats is the node's host stats: the usage SetNodeUsage set, plus
+// what its running allocations hold, so the usage moves with the sandboxes
+// as it does on a real agent (capped at the host's size).
+func hostStats(n *simNode, held hostHeld) *api.HostStats {
+	memTotal := uint64(*n.n.Resources.MemoryMB) << 20                              //nolint:gosec // positive by config
+	diskTotal := uint64(*n.n.Resources.DiskMB) << 20                               //nolint:gosec // positive by config
+	memUsed := min(memTotal, uint64(float64(memTotal)*n.memPct/100)+held.memory)   //nolint:gosec // percent in 0-100
+	diskUsed := min(diskTotal, uint64(float64(diskTotal)*n.diskPct/100)+held.disk) //nolint:gosec // percent in 0-100
+	diskPct := min(100, n.diskPct+100*float64(held.disk)/float64(diskTotal))
 	disk := &api.HostDiskStats{
 		Device: "/dev/vda", Mountpoint: "/", Size: diskTotal, Used: diskUsed,
-		Available: diskTotal - diskUsed, UsedPercent: n.diskPct, InodesUsedPercent: n.diskPct / 10,
+		Available: diskTotal - diskUsed, UsedPercent: diskPct, InodesUsedPercent: diskPct / 10,
 	}
 	cpus := make([]*api.HostCPUStats, nodeCores)
 	for i := range cpus {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/nomad/api"
 )
@@ -183,4 +184,55 @@ func TestClientStatsFollowSetNodeUsage(t *testing.T) {
 	if _, err := c.Nodes().Stats(id, nil); err == nil {
 		t.Error("stats of a down node succeeded")
 	}
+}
+
+// Usage moves with the sandboxes, as on a real agent: a running container
+// holds some memory, files in its tmpfs areas hold memory, files written to
+// its task directories hold disk, and all of it is given back when the
+// allocation stops.
+func TestClientStatsMoveWithWhatTheNodesSandboxesHold(t *testing.T) {
+	t.Parallel()
+	s, _, c := newSim(t)
+	must(t, s.SetNodeUsage("worker-2", 50, 10))
+	id, _ := s.NodeID("worker-2")
+	stats := func() (mem, disk uint64) {
+		t.Helper()
+		st, err := c.Nodes().Stats(id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Memory.Used, st.DiskStats[0].Used
+	}
+	mem0, disk0 := stats()
+
+	job := sandboxJob("sandgate-sbx-usage1", "worker-2")
+	alloc := runningAlloc(t, c, job)
+	if mem, disk := stats(); mem != mem0+containerResidentBytes || disk != disk0 {
+		t.Errorf("a running container: memory %d (want %d), disk %d (want %d)", mem, mem0+containerResidentBytes, disk, disk0)
+	}
+
+	s.mu.Lock()
+	cfs := s.allocs[alloc.ID].containerFS(time.Now)
+	s.mu.Unlock()
+	cfs.mu.Lock()
+	cfs.nodes["/workspace/big"] = &fsNode{data: make([]byte, 8<<20), mode: 0o644}
+	cfs.nodes["/tmp/small"] = &fsNode{data: make([]byte, 1<<20), mode: 0o644}
+	cfs.nodes["/etc/layer"] = &fsNode{data: make([]byte, 2<<20), mode: 0o644}
+	cfs.mu.Unlock()
+	must(t, s.WriteTaskFile(alloc.ID, "sandbox/local/big", 16<<20))
+	mem, disk := stats()
+	if want := mem0 + containerResidentBytes + 9<<20; mem != want {
+		t.Errorf("after 9 MiB in /workspace and /tmp: memory used %d, want %d", mem, want)
+	}
+	if want := disk0 + 18<<20; disk != want {
+		t.Errorf("after 2 MiB in the writable layer and 16 MiB in /local: disk used %d, want %d", disk, want)
+	}
+
+	if _, _, err := c.Jobs().Deregister(*job.ID, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the stopped allocation's usage given back", func() bool {
+		mem, disk := stats()
+		return mem == mem0 && disk == disk0
+	})
 }
