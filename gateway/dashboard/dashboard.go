@@ -1,7 +1,8 @@
 // Package dashboard serves sandgate's operator dashboard: plain HTML, CSS
 // and JavaScript embedded in the binary, with no build step. The pages call
-// the REST API with an operator token the user pastes; the token lives in
-// the page's memory only.
+// the REST API with the token the user pastes (an operator's, an agent's or
+// a reviewer's: the page offers the views its scopes open); the token
+// lives in the page's memory only.
 //
 // Every answer carries a strict Content-Security-Policy (scripts, styles and
 // connections from this origin only, no framing, no forms posting anywhere),

@@ -175,3 +175,43 @@ func TestTheScriptsNeverWriteHTMLNorUseStorage(t *testing.T) {
 		t.Fatalf("only %d scripts found", scripts)
 	}
 }
+
+var (
+	htmlID = regexp.MustCompile(`\sid="([^"]+)"`)
+	byID   = regexp.MustCompile(`byId\('([a-z0-9-]+)'\)`)
+)
+
+// Every id of the page is unique (the overview's section and its figure
+// once shared one, and the figure's text replaced the whole section), and
+// every element a script asks for by a literal id is in the page.
+func TestThePageIDsAreUniqueAndTheScriptsFindTheirs(t *testing.T) {
+	t.Parallel()
+	page, err := os.ReadFile("static/index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]int{}
+	for _, m := range htmlID.FindAllStringSubmatch(string(page), -1) {
+		ids[m[1]]++
+	}
+	for id, n := range ids {
+		if n > 1 {
+			t.Errorf("id %q is used %d times in index.html", id, n)
+		}
+	}
+	scripts, err := fs.Glob(os.DirFS("static"), "*.js")
+	if err != nil || len(scripts) == 0 {
+		t.Fatalf("no script: %v", err)
+	}
+	for _, name := range scripts {
+		src, err := os.ReadFile("static/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range byID.FindAllStringSubmatch(string(src), -1) {
+			if ids[m[1]] == 0 {
+				t.Errorf("%s asks for #%s, which index.html lacks", name, m[1])
+			}
+		}
+	}
+}

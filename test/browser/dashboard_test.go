@@ -75,16 +75,21 @@ func TestTheOperatorDrivesTheDashboardInARealBrowser(t *testing.T) {
 	b.storageEmpty("after sign-out")
 }
 
+// signIn signs an operator in: it lands on the overview; the sandboxes
+// view is opened for the steps that follow.
 func signIn(t *testing.T, b *tab, operator string) {
 	t.Helper()
 	b.do(step, "paste the operator token",
 		chromedp.WaitEnabled(chromedp.ID("token-input")),
 		paste("#token-input", operator),
 		chromedp.Click(chromedp.ID("sign-in-button")),
-		chromedp.WaitVisible(chromedp.ID("view-sandboxes")),
+		chromedp.WaitVisible(chromedp.ID("view-overview")),
 	)
 	b.storageEmpty("after sign-in")
 	b.secretGone("after sign-in", operator)
+	b.do(step, "open the sandboxes view",
+		chromedp.Click(chromedp.CSS(`#nav button[data-view="sandboxes"]`), chromedp.NodeVisible),
+		chromedp.WaitVisible(chromedp.ID("view-sandboxes")))
 }
 
 // createAndExec creates a sandbox through the form, checks the one-time

@@ -9,9 +9,10 @@ let token = null;
 let onUnauthorized = () => {};
 
 // ApiError is a refused or failed call: the problem+json members the
-// dashboard shows (code, detail, rule ids, decision id).
+// dashboard shows (code, title, detail, rule ids, decision id), and the
+// answer's Retry-After in seconds (0 when absent).
 export class ApiError extends Error {
-  constructor(status, problem) {
+  constructor(status, problem, retryAfter) {
     const p = problem && typeof problem === 'object' ? problem : {};
     super(str(p.detail) || str(p.title) || `HTTP ${status}`);
     this.name = 'ApiError';
@@ -22,7 +23,15 @@ export class ApiError extends Error {
     this.ruleIds = Array.isArray(p.rule_ids) ? p.rule_ids.map(String) : [];
     this.decisionId = str(p.decision_id);
     this.requestId = str(p.request_id);
+    this.retryAfter = retrySeconds(retryAfter);
   }
+}
+
+// retrySeconds reads a Retry-After header's delay in seconds (an HTTP
+// date is not used by the gateway); anything else is 0.
+export function retrySeconds(v) {
+  const s = typeof v === 'string' ? v.trim() : '';
+  return /^[0-9]{1,6}$/.test(s) ? Number(s) : 0;
 }
 
 function str(v) {
@@ -105,7 +114,7 @@ export async function request(method, url, opts = {}) {
     }
     throw err;
   }
-  if (!resp.ok) throw new ApiError(resp.status, await readProblem(resp));
+  if (!resp.ok) throw new ApiError(resp.status, await readProblem(resp), resp.headers.get('Retry-After'));
   if (resp.status === 204) return null;
   if (opts.text) return resp.text();
   try {

@@ -1,10 +1,16 @@
 // app.js: the dashboard's entry point. Feature detection through
 // /v1/capabilities, sign-in and sign-out, and switching views.
 //
-// Sign-in takes the operator token from a password field, clears the field
-// and keeps the token in api.js's memory only. Signing out, a 401, or a
-// reload forgets it.
+// Sign-in takes the token from a password field, clears the field and
+// keeps the token in api.js's memory only. Signing out, a 401, or a
+// reload forgets it. The views offered are those the token may use
+// (access.js: the scopes its claims carry, then what the gateway
+// answers): an operator sees every view and lands on the overview, an
+// agent its sandboxes, a reviewer the decisions and the policy.
 
+import {
+  allowedViews, claimsOf, forgetClaims, setClaims,
+} from './access.js';
 import {
   ApiError, capabilities, forgetToken, request, setToken, setUnauthorizedHandler, signedIn,
 } from './api.js';
@@ -15,21 +21,26 @@ import {
   initDecisions, resetDecisions, startDecisions, stopDecisions,
 } from './decisions.js';
 import {
-  byId, clear, clearError, clearFormErrors, describe, disableAll, notice, run, showError, state,
+  byId, clear, clearError, clearFormErrors, describe, disableAll, notice, showError, state,
 } from './dom.js';
-import { initHosts, loadHosts } from './hosts.js';
+import { hideHosts, initHosts, showHosts } from './hosts.js';
+import { hideOverview, resetOverview, showOverview } from './overview.js';
 import { initPolicy, loadPolicy } from './policy.js';
-import { initSandboxes, loadSandboxes } from './sandboxes.js';
+import {
+  hideSandboxes, initSandboxes, resetSandboxes, showSandboxes,
+} from './sandboxes.js';
 import { initTokens, loadTokens } from './tokens.js';
 
 const VIEWS = {
-  hosts: { show: loadHosts },
-  sandboxes: { show: loadSandboxes },
+  overview: { show: showOverview, hide: hideOverview },
+  hosts: { show: showHosts, hide: hideHosts },
+  sandboxes: { show: showSandboxes, hide: hideSandboxes },
   tokens: { show: loadTokens },
   decisions: { show: startDecisions, hide: stopDecisions },
   policy: { show: loadPolicy },
 };
 let current = null;
+let allowed = []; // the views the signed-in token may use, in order
 
 function requireUpgrade(missing, why) {
   const banner = byId('upgrade-banner');
@@ -68,58 +79,99 @@ function hideViews() {
   for (const b of byId('nav').querySelectorAll('button')) b.removeAttribute('aria-current');
 }
 
-// navigate shows one view; any open secret is cleared first.
+// navigate shows one view; any open secret is cleared first. A view the
+// gateway refuses this token (403: the policy grants less than the
+// token's scopes say) is cut from the navigation, never left showing a
+// refusal.
 async function navigate(name) {
-  if (!VIEWS[name] || !signedIn()) return;
+  if (!VIEWS[name] || !signedIn() || !allowed.includes(name)) return;
   closeAllDialogs();
   hideViews();
   current = name;
   byId(`view-${name}`).hidden = false;
   byId('nav').querySelector(`button[data-view="${name}"]`).setAttribute('aria-current', 'page');
-  await run(VIEWS[name].show);
+  try {
+    await VIEWS[name].show();
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 403 && current === name) {
+      await cutView(name, err);
+      return;
+    }
+    if (!(err instanceof ApiError && err.status === 401)) showError(err);
+  }
+}
+
+async function cutView(name, err) {
+  allowed = allowed.filter((v) => v !== name);
+  byId('nav').querySelector(`button[data-view="${name}"]`).hidden = true;
+  const why = err.ruleIds.length ? `rule ${err.ruleIds.join(', ')}` : err.code || 'HTTP 403';
+  notice(`The gateway refuses this token the ${name} view (${why}): it is left out.`);
+  if (allowed.length) await navigate(allowed[0]);
+  else signOut('signed out: the gateway refuses this token every view of the dashboard');
 }
 
 // wipe removes every piece of API data from the page.
 function wipe() {
-  for (const name of Object.keys(VIEWS)) clear(byId(`${name}-table`).tBodies[0]);
-  clear(byId('replay-table').tBodies[0]);
+  for (const t of document.querySelectorAll('main table')) clear(t.tBodies[0]);
   byId('replay-summary').hidden = true;
   byId('policy-summary').textContent = '';
   clearFormErrors();
   resetDecisions();
+  resetSandboxes();
+  resetOverview();
   clear(byId('node-names'));
   closePanel();
   notice('');
 }
 
-// The views a reviewer token may open.
-const REVIEWER_VIEWS = ['policy', 'decisions'];
+// PROOFS are the routes that prove a token at sign-in, by the scope they
+// need: the first the token holds is asked before anything is shown. One
+// the gateway refuses (403) takes that scope's views out.
+const PROOFS = [
+  ['sandboxes:list', '/v1/sandboxes?limit=1'],
+  ['hosts:read', '/v1/hosts'],
+  ['policy:read', '/v1/policy'],
+  ['tokens:read', '/v1/tokens'],
+];
 
-// isReviewer proves the token: an operator's lists the sandboxes; a
-// reviewer's is refused that (403) and reads the policy instead. Any
-// other refusal is thrown.
-async function isReviewer() {
-  try {
-    await request('GET', '/v1/sandboxes');
-    return false;
-  } catch (err) {
-    if (!(err instanceof ApiError && err.status === 403)) throw err;
-    await request('GET', '/v1/policy');
-    return true;
+// prove asks the gateway until a route the token's scopes promise is
+// answered, and returns the claims without the scopes it refused. A 401
+// or another failure is thrown.
+async function prove(claims) {
+  let scopes = [...claims.scopes];
+  for (const [scope, route] of PROOFS) {
+    if (!scopes.includes(scope)) continue;
+    try {
+      await request('GET', route);
+      break;
+    } catch (err) {
+      if (!(err instanceof ApiError && err.status === 403)) throw err;
+      scopes = scopes.filter((s) => s !== scope);
+    }
   }
+  return Object.freeze({ ...claims, scopes: Object.freeze(scopes) });
 }
 
 function signOut(message) {
   forgetToken();
+  forgetClaims();
+  allowed = [];
   closeAllDialogs();
   hideViews();
   wipe();
   byId('nav').hidden = true;
   byId('sign-out').hidden = true;
+  byId('signed-in-as').textContent = '';
+  byId('signed-in-as').hidden = true;
   byId('sign-in').hidden = false;
   byId('token-input').value = '';
   byId('sign-in-message').textContent = message || '';
   if (!state.locked) byId('token-input').focus();
+}
+
+function refuse(message) {
+  if (signedIn()) forgetToken();
+  byId('sign-in-message').textContent = `sign-in refused: ${message}`;
 }
 
 async function signIn(ev) {
@@ -129,24 +181,37 @@ async function signIn(ev) {
   input.value = ''; // the token never stays in the DOM
   if (state.locked || tok === '') return;
   clearError();
-  setToken(tok);
-  let reviewer = false;
-  try {
-    reviewer = await isReviewer(); // proves the token before showing anything
-  } catch (err) {
-    if (signedIn()) forgetToken();
-    byId('sign-in-message').textContent = `sign-in refused: ${describe(err)}`;
+  const claims = claimsOf(tok);
+  if (!claims) {
+    refuse('this is not a sandgate token (a signed JWT naming its role and scopes)');
     return;
   }
+  if (!allowedViews(claims).length) {
+    refuse(`a ${claims.role} token opens no view of the dashboard (it holds none of the scopes the views read with)`);
+    return;
+  }
+  setToken(tok);
+  let proven;
+  try {
+    proven = await prove(claims); // proves the token before showing anything
+  } catch (err) {
+    refuse(describe(err));
+    return;
+  }
+  allowed = allowedViews(proven);
+  if (!allowed.length) {
+    refuse('the gateway refuses this token every view of the dashboard');
+    return;
+  }
+  setClaims(proven);
   byId('sign-in-message').textContent = '';
   byId('sign-in').hidden = true;
-  // A reviewer sees what it may read: the policy and the decisions.
-  for (const b of byId('nav').querySelectorAll('button')) {
-    b.hidden = reviewer && !REVIEWER_VIEWS.includes(b.dataset.view);
-  }
+  for (const b of byId('nav').querySelectorAll('button')) b.hidden = !allowed.includes(b.dataset.view);
   byId('nav').hidden = false;
   byId('sign-out').hidden = false;
-  await navigate(reviewer ? 'policy' : 'sandboxes');
+  byId('signed-in-as').textContent = `${proven.role}:${proven.sub}`;
+  byId('signed-in-as').hidden = false;
+  await navigate(allowed[0]);
 }
 
 function init() {
@@ -166,6 +231,10 @@ function init() {
   byId('error-dismiss').addEventListener('click', clearError);
   for (const b of byId('nav').querySelectorAll('button')) {
     b.addEventListener('click', () => { navigate(b.dataset.view).catch(showError); });
+  }
+  // the overview's links to the views it sums up
+  for (const b of document.querySelectorAll('button[data-goto]')) {
+    b.addEventListener('click', () => { navigate(b.dataset.goto).catch(showError); });
   }
   detect().catch(showError).finally(() => document.body.classList.add('ready'));
 }

@@ -3,6 +3,7 @@
 // truncated/timed-out flags), the logs tail and extend. Output is
 // attacker-controlled: it is shown with textContent only.
 
+import { may } from './access.js';
 import { request, path } from './api.js';
 import { parseArgv } from './argv.js';
 import { sandboxDetails } from './fields.js';
@@ -17,12 +18,26 @@ export function currentSandbox() {
   return current;
 }
 
-function resetOutputs() {
+// LIVE are the states a sandbox runs commands in; an ended or failed one
+// offers no console (nothing runs there any more).
+export const LIVE = Object.freeze(['starting', 'running']);
+
+export function isLive(state) {
+  return LIVE.includes(state);
+}
+
+// clearResult removes the last exec's result: a new run, a refusal or
+// another sandbox never shows under an old one.
+function clearResult() {
   byId('exec-result').hidden = true;
-  for (const id of ['exec-exit', 'exec-stdout', 'exec-stderr', 'exec-duration', 'logs-output', 'extend-status']) {
-    byId(id).textContent = '';
-  }
+  for (const id of ['exec-exit', 'exec-stdout', 'exec-stderr', 'exec-duration']) byId(id).textContent = '';
+  byId('exec-exit').className = '';
   clear(byId('exec-flags'));
+}
+
+function resetOutputs() {
+  clearResult();
+  for (const id of ['logs-output', 'extend-status']) byId(id).textContent = '';
   byId('logs-output').hidden = true;
   clearFormErrors(byId('sandbox-panel'));
 }
@@ -49,6 +64,16 @@ export function updatePanel(s) {
   badge.textContent = st;
   badge.className = `badge state-${st}`;
   byId('sandbox-panel').dataset.state = st;
+  // What the token may do (its scopes, rule T2) and what a sandbox that
+  // no longer runs can still do: exec, logs and extend only while live.
+  const live = isLive(st);
+  byId('exec-form').hidden = !live || !may('exec');
+  byId('logs-form').hidden = !live || !may('logs');
+  byId('logs-output').hidden = byId('logs-form').hidden || byId('logs-output').textContent === '';
+  byId('extend-form').hidden = !live || !may('extend');
+  byId('panel-destroy').hidden = !live || !may('destroy');
+  byId('panel-ended').hidden = live;
+  byId('panel-ended').textContent = live ? '' : `This sandbox is ${st}: nothing runs in it any more, so it has no console.`;
   // A sandbox no longer listed keeps the details last shown.
   if (s) byId('panel-details').replaceChildren(...sandboxDetails(s));
 }
@@ -85,6 +110,9 @@ async function exec(ev) {
   ev.preventDefault();
   const id = current;
   if (!id) return;
+  // Whatever this run ends in (a result, a refusal, a bad command line),
+  // the previous run's result is gone: a refusal never sits above it.
+  clearResult();
   await submitForm(byId('exec-run'), byId('exec-error'), async () => {
     const body = { argv: parseArgv(byId('exec-argv').value) };
     const stdin = byId('exec-stdin').value;

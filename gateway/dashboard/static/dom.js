@@ -57,6 +57,8 @@ export function disableAll() {
 export function describe(err) {
   if (err instanceof ApiError) {
     const lines = [`${err.code || 'error'} (HTTP ${err.status || 'no answer'}): ${err.message}`];
+    // the problem's title ("Denied by policy") heads it when the detail says more
+    if (err.title && err.title !== err.message) lines.unshift(err.title);
     if (err.field) lines.push(`field: ${err.field}`);
     if (err.ruleIds.length) lines.push(`rule ids: ${err.ruleIds.join(', ')}`);
     if (err.decisionId) lines.push(`decision: ${err.decisionId}`);
@@ -190,7 +192,11 @@ export function actionsCell(...children) {
 // timeCell shows a time, with how far it is from now when withRelative;
 // cls is the cell's class, if any.
 export function timeCell(iso, withRelative, cls) {
-  const td = el('td', { class: cls ? `time ${cls}` : 'time', text: fmtTime(iso), title: iso || undefined });
+  // the date and the clock each stay whole; a narrow table puts them on two lines
+  const shown = fmtTime(iso);
+  const parts = /^(\d{4}-\d\d-\d\d) (.+)$/.exec(shown);
+  const td = el('td', { class: cls ? `time ${cls}` : 'time', title: iso || undefined },
+    parts ? [el('span', { class: 'date', text: parts[1] }), ' ', el('span', { class: 'clock', text: parts[2] })] : shown);
   if (withRelative && iso) td.append(el('span', { class: 'hint', text: ` (${relative(iso)})` }));
   return td;
 }

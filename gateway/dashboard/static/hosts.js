@@ -1,6 +1,8 @@
 // hosts.js: the hosts view. Nomad client nodes with their enrollment,
 // the operator's state, Nomad's status, usage and budget bars; enroll,
-// unenroll (optionally reclaiming live sandboxes) and state changes.
+// unenroll (optionally reclaiming live sandboxes) and state changes. The
+// list refreshes itself while shown (live.js), never under an open dialog
+// or a state being chosen.
 
 import { request, path } from './api.js';
 import { budgetBars, usageBars } from './bars.js';
@@ -8,6 +10,7 @@ import { confirmAction } from './dialogs.js';
 import {
   actionsCell, byId, clear, clearFormError, el, fillTable, intField, notice, run, busy, showFormError, state,
 } from './dom.js';
+import { busyWithin, Poller } from './live.js';
 
 const STATES = ['active', 'frozen', 'reserved', 'draining'];
 let editing = null; // the host the enroll dialog is for
@@ -19,6 +22,18 @@ export async function loadHosts() {
   const names = byId('node-names');
   clear(names);
   for (const h of hosts) if (h.enrollment && h.enrollment !== 'none') names.append(el('option', { value: String(h.name) }));
+}
+
+const poller = new Poller(loadHosts, { skip: () => busyWithin(byId('hosts-table')) });
+
+// showHosts loads the hosts now and refreshes them while the view is shown.
+export async function showHosts() {
+  poller.start();
+  await loadHosts();
+}
+
+export function hideHosts() {
+  poller.stop();
 }
 
 function enrolled(h) {
@@ -48,13 +63,14 @@ function hostRow(h) {
     },
   });
   tr.append(
-    el('td', {}, el('strong', { text: name }),
-      cp ? el('span', { class: 'badge control-plane', text: 'control plane', title: P2_TEXT }) : null,
+    el('td', { class: 'node' }, el('strong', { class: 'node-name', text: name, title: name }),
+      cp ? el('div', {}, el('span', { class: 'badge control-plane', text: 'control plane', title: P2_TEXT })) : null,
       el('div', { class: 'hint', text: String(h.datacenter || '') })),
     el('td', {}, el('span', { class: `badge enroll-${enrolled(h) ? 'yes' : 'no'}`, text: String(h.enrollment || 'none') })),
     el('td', {}, enrolled(h) ? stateSelect(h) : el('span', { class: 'hint', text: '—' })),
-    el('td', { class: h.nomad && h.nomad.status === 'ready' ? '' : 'bad', text: nomadText(h.nomad) }),
-    el('td', { text: `${h.os || '?'}/${h.architecture || '?'}` }),
+    el('td', { class: h.nomad && h.nomad.status === 'ready' ? 'nomad' : 'nomad bad' },
+      el('div', { text: nomadText(h.nomad) }),
+      el('div', { class: 'hint arch', text: `${h.os || '?'}/${h.architecture || '?'}` })),
     el('td', { class: 'bars' }, usageBars(h.usage)),
     el('td', { class: 'bars' }, enrolled(h) ? budgetBars(h.budget) : el('span', { class: 'hint', text: 'not enrolled' })),
     el('td', { class: 'num', text: String(h.live_sandboxes ?? 0) }),
