@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"sync"
 	"testing"
 
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -62,6 +63,20 @@ func benchOnce() bool {
 	return f != nil && f.Value.String() == "1x"
 }
 
+// servingEngine is the embedded bundle's engine, built once for every
+// decision benchmark: a build takes seconds (tens under -race on a busy
+// machine) and the decisions never change it.
+var servingEngine = sync.OnceValues(func() (*Engine, error) { return New(context.Background(), Config{}) })
+
+func benchEngine(b *testing.B) *Engine {
+	b.Helper()
+	e, err := servingEngine()
+	if err != nil {
+		b.Fatalf("New: %v", err)
+	}
+	return e
+}
+
 // asMap converts a document to the Go map a naive caller would pass.
 func asMap(b *testing.B, v any) map[string]any {
 	raw, err := json.Marshal(v)
@@ -101,7 +116,7 @@ func mustAllowResult(b *testing.B, rs rego.ResultSet, err error) {
 }
 
 func BenchmarkAuthzDecision(b *testing.B) {
-	e := newEngine(b)
+	e := benchEngine(b)
 	ctx := context.Background()
 	in := benchAuthzInput()
 	b.Run("ast-input", func(b *testing.B) {
@@ -122,7 +137,7 @@ func BenchmarkAuthzDecision(b *testing.B) {
 }
 
 func BenchmarkAdmissionDecision(b *testing.B) {
-	e := newEngine(b)
+	e := benchEngine(b)
 	ctx := context.Background()
 	in, live := benchAdmission(b)
 	b.Run("ast-input", func(b *testing.B) {

@@ -46,7 +46,7 @@ func BenchmarkDecisionLatency(b *testing.B) {
 	engines := []struct {
 		name string
 		e    *Engine
-	}{{"baseline", baselineEngine(b)}, {"current", newEngine(b)}}
+	}{{"baseline", baselineEngine(b)}, {"current", benchEngine(b)}}
 	fixtures := loadFixtures(b)
 	names := make([]string, 0, len(fixtures))
 	for name := range fixtures {
