@@ -143,6 +143,8 @@ type recorder struct {
 	err   error // the first bound exceeded; every later open fails too
 }
 
+// Open opens name in fsys; a regular file is copied (once) and its copy
+// served, a directory passes through.
 func (r *recorder) Open(name string) (fs.File, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
