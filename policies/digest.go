@@ -11,6 +11,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing/fstest"
 	"time"
@@ -81,7 +82,8 @@ func digestFiles(files fstest.MapFS) string {
 //     or what a later OPA adds) or an error; one from which it yields what
 //     it yields from nothing (a README, the Go sources beside the Rego) is
 //     left out, as is the root .signatures.json (the signature over the
-//     others).
+//     others). A .rego file (OPA's bundle.RegoExt) always counts, without
+//     being parsed for the question.
 //
 // So a data.yml counts because OPA loads it, and so would a data
 // extension a later OPA learns.
@@ -111,6 +113,11 @@ func readBundleFiles(fsys fs.FS) (fstest.MapFS, error) {
 	for p, f := range rec.files {
 		if p == signaturesFile {
 			delete(rec.files, p)
+			continue
+		}
+		// A module always counts (OPA's own bundle.RegoExt): reading each
+		// alone would parse it again for nothing.
+		if strings.HasSuffix(p, bundle.RegoExt) {
 			continue
 		}
 		if b, err := readAlone(fstest.MapFS{p: f}); err == nil && reflect.DeepEqual(b, nothing) {
