@@ -80,9 +80,11 @@ policy-lint: build
 # The real-Nomad suite (test/e2e) is part of ./...: it starts its own Nomad
 # agents from NOMAD_BIN (default ../shared/nomad/nomad) and skips, saying
 # why, without that binary, Docker or root; SANDGATE_E2E=require (.ci/run)
-# makes that a failure.
+# makes that a failure. Every benchmark of the tree runs once after its
+# package's tests (-bench . -benchtime 1x), so none can rot unnoticed; the
+# e2e benchmarks share the suite's TestMain and agents (docs/benchmarks.md).
 go-test:
-	$(GO) test -race -count=1 -timeout 25m ./...
+	$(GO) test -race -count=1 -timeout 25m -bench . -benchtime 1x ./...
 	$(GO) test -race -count=1 $(HOOK_TAGS) ./gateway/testhook/
 
 ## bench: the policy decision benchmarks (see docs/benchmarks.md)

@@ -416,7 +416,7 @@ func TestTheDigestNamesTheBundlesFiles(t *testing.T) {
 	}
 	writeFile(t, filepath.Join(same, "README.md"), "not part of the bundle")
 	if d, _ := BundleDigest(os.DirFS(same)); d != embedded {
-		t.Fatalf("a file the engine does not read changed the digest")
+		t.Fatalf("a file OPA takes nothing from changed the digest")
 	}
 	edits := map[string]func(dir string){
 		"a changed byte of data.json": func(dir string) {

@@ -98,11 +98,13 @@ func readSource(cfg Config) (*source, error) {
 	if err != nil {
 		return nil, err
 	}
-	digest, err := BundleDigest(fsys)
+	// One read of the directory: the engine loads exactly the files
+	// digested (readBundleFiles).
+	files, err := readBundleFiles(fsys)
 	if err != nil {
 		return nil, err
 	}
-	return &source{fsys: fsys, digest: digest}, nil
+	return &source{fsys: files, digest: digestFiles(files)}, nil
 }
 
 // readBundleFile reads an `opa build` or `sandgate policy build` bundle
@@ -160,10 +162,15 @@ func readBundleBytes(file string, raw []byte, v *Verification) (*source, error) 
 		}
 		src.signer = kid
 	}
-	delete(files, ".signatures.json")
-	if src.digest, err = BundleDigest(files); err != nil {
+	delete(files, signaturesFile)
+	// Every regular entry of the tarball is read (as OPA's tarball reader
+	// does); the engine loads the ones OPA takes anything from, which are
+	// the ones digested.
+	read, err := readBundleFiles(files)
+	if err != nil {
 		return nil, err
 	}
+	src.fsys, src.digest = read, digestFiles(read)
 	return src, nil
 }
 

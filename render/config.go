@@ -54,6 +54,12 @@ type Config struct {
 // workspaceCaps are the capabilities the SPEC grants the workspace profile.
 var workspaceCaps = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "SETFCAP"}
 
+// WorkspaceCapabilities returns the capabilities the SPEC grants the
+// workspace profile (docs/policies.md, "Profiles"): the most any sandbox
+// may have. The escape audit holds every profile of a bundle's data to
+// them.
+func WorkspaceCapabilities() []string { return slices.Clone(workspaceCaps) }
+
 // DefaultConfig returns the SPEC's values: strict (read-only root, no
 // capabilities) and workspace (writable root, eight capabilities) profiles;
 // networks none -> "none" and egress -> "sandgate-egress"; namespace

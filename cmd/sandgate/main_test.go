@@ -242,6 +242,31 @@ func TestPolicyAuditExitsThreeOnABundleThatAdmitsPrivileged(t *testing.T) {
 	}
 }
 
+// The attack of issue 21 through the CLI: a data.yml adds a builder
+// profile with SYS_ADMIN. `policy info` reports another digest than the
+// reviewed bundle's (the revision is the same), and `policy audit` exits 3
+// naming the profile and the capability.
+func TestPolicyAuditAndInfoCatchABuilderProfileInDataYML(t *testing.T) {
+	t.Parallel()
+	reviewed, err := policies.BundleDigest(policies.EmbeddedBundle())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := policytest.Copy(t, policies.EmbeddedBundle(), nil)
+	policytest.AddBuilderProfile(t, dir)
+	code, out, stderr := runCLI(t, "", "policy", "info", "--format", "json", "--policy-dir", dir)
+	var info struct {
+		Digest string `json:"digest"`
+	}
+	if code != exitOK || json.Unmarshal([]byte(out), &info) != nil || info.Digest == "" || info.Digest == reviewed {
+		t.Fatalf("policy info of the bundle with a builder profile: exit %d, digest %q (the reviewed one is %s)\n%s", code, info.Digest, reviewed, stderr)
+	}
+	code, out, stderr = runCLI(t, "", "policy", "audit", "--policy-dir", dir)
+	if code != exitDenied || !regexp.MustCompile(`(?m)^profile/builder/adds-SYS_ADMIN\s+H1\s+ADMITTED$`).MatchString(out) {
+		t.Fatalf("policy audit of the bundle with a builder profile: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
 // `policy replay` exits 0 when the candidate is the bundle that decided,
 // and 3, listing the flip, when it frees a logged refusal.
 func TestPolicyReplayExitsThreeOnALoosening(t *testing.T) {

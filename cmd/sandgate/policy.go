@@ -371,8 +371,11 @@ func newPolicyAuditCmd() *cobra.Command {
 job (privileged, added capabilities, the Docker socket, host paths and devices,
 host network, services and ports, workload identity, a priority in the apps'
 band, a job without the prefix, a control-plane node, ...) and of requests
-(token scope escapes). Prints every case with the rule that refuses it, or
-ADMITTED. The gateway runs the same audit at start and at every reload and
+(token scope escapes), and cases generated from every profile in the bundle's
+data: a profile that adds a capability beyond the workspace set (CHOWN,
+DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID, SETUID, SETFCAP), or a strict
+profile with a capability or a writable root, is a case the bundle must
+refuse. Prints every case with the rule that refuses it, or ADMITTED. The gateway runs the same audit at start and at every reload and
 refuses a bundle that admits any case the operator has not accepted by its
 id (policy.accept_escapes).
 
@@ -391,6 +394,8 @@ Exit status: 0 nothing admitted, 3 something admitted, 1 error.`,
 			if err != nil {
 				return err
 			}
+			// The fixed cases and those of the bundle's own profiles.
+			cases := escape.CorpusFor(engine.Settings())
 			admitted := map[string]bool{}
 			for _, f := range r.Admitted {
 				admitted[f.ID] = true
@@ -404,7 +409,7 @@ Exit status: 0 nothing admitted, 3 something admitted, 1 error.`,
 					Admitted bool   `json:"admitted"`
 				}
 				rows := []row{}
-				for _, c := range escape.Corpus() {
+				for _, c := range cases {
 					rows = append(rows, row{c.ID, c.What, c.Rule, admitted[c.ID]})
 				}
 				doc, err := json.Marshal(struct {
@@ -422,7 +427,7 @@ Exit status: 0 nothing admitted, 3 something admitted, 1 error.`,
 			case "text":
 				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(w, "CASE\tRULE\tRESULT")
-				for _, c := range escape.Corpus() {
+				for _, c := range cases {
 					result := "refused"
 					if admitted[c.ID] {
 						result = "ADMITTED"

@@ -277,7 +277,8 @@ type Decision struct {
 type Policy struct {
 	Revision string `json:"revision"`
 	// Digest identifies the bundle's files; DigestAlgorithm says how
-	// (sha256-files-v1: the SHA-256 over each file's path and bytes).
+	// (sha256-files-v2: the SHA-256 over the path and bytes of every file
+	// OPA loads from the bundle; docs/policies.md).
 	Digest          string `json:"digest"`
 	DigestAlgorithm string `json:"digest_algorithm"`
 	LoadedAt        string `json:"loaded_at"`

@@ -98,30 +98,36 @@ func BaseAdmission(s policies.Settings, profile render.Profile, network render.N
 func admissionCases() []Case {
 	cases := make([]Case, 0, len(mutations))
 	for _, m := range mutations {
-		if m.profile == "" {
-			m.profile = render.ProfileStrict
-		}
-		if m.network == "" {
-			m.network = render.NetworkNone
-		}
-		cases = append(cases, Case{ID: m.ID, What: m.What, Rule: m.Rule, Entrypoint: policies.Admission,
-			input: func(s policies.Settings) (v any, err error) {
-				d, err := BaseAdmission(s, m.profile, m.network)
-				if err != nil {
-					return nil, err
-				}
-				// A bundle whose renderer settings give another job shape
-				// cannot take this change: say so rather than crash.
-				defer func() {
-					if p := recover(); p != nil {
-						v, err = nil, fmt.Errorf("%w: %v", errShape, p)
-					}
-				}()
-				m.mutate(d)
-				return d, nil
-			}})
+		cases = append(cases, mutatedCase(m))
 	}
 	return cases
+}
+
+// mutatedCase is the admission case of m: the base job of its profile and
+// network, changed by m.mutate.
+func mutatedCase(m mutation) Case {
+	if m.profile == "" {
+		m.profile = render.ProfileStrict
+	}
+	if m.network == "" {
+		m.network = render.NetworkNone
+	}
+	return Case{ID: m.ID, What: m.What, Rule: m.Rule, Entrypoint: policies.Admission,
+		input: func(s policies.Settings) (v any, err error) {
+			d, err := BaseAdmission(s, m.profile, m.network)
+			if err != nil {
+				return nil, err
+			}
+			// A bundle whose renderer settings give another job shape
+			// cannot take this change: say so rather than crash.
+			defer func() {
+				if p := recover(); p != nil {
+					v, err = nil, fmt.Errorf("%w: %v", errShape, p)
+				}
+			}()
+			m.mutate(d)
+			return d, nil
+		}}
 }
 
 var errShape = errors.New("the rendered job does not have the shape the case changes")

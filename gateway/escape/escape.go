@@ -3,7 +3,9 @@
 // Docker socket, host paths and devices, host network, services and ports,
 // workload identity, a priority in the apps' band, a job without the
 // prefix, a control-plane node, ...) and of API requests (token scope
-// escapes), each decided by a bundle. A bundle that admits any of them is
+// escapes), each decided by a bundle, and cases generated from every
+// profile of the bundle's own data (profiles.go: a profile that adds a
+// capability beyond the SPEC's workspace set is an escape). A bundle that admits any of them is
 // one a reviewer loosened, by accident or not: `sandgate policy audit`
 // lists them, and the gateway refuses such a bundle at start and at every
 // reload unless the operator accepts each case by its id (logged).
@@ -57,18 +59,28 @@ type Report struct {
 // ErrEscapes means the bundle admits cases nobody accepted.
 var ErrEscapes = errors.New("escape: the bundle admits known-dangerous inputs")
 
-// Corpus returns every case, admission first, in a stable order.
+// Corpus returns the fixed cases, admission first, in a stable order: the
+// ones every bundle is audited with whatever its data holds.
 func Corpus() []Case {
 	return slices.Concat(admissionCases(), requestCases())
 }
 
-// Audit decides every case of the corpus with d. Cases whose id is in
-// accept are reported as Accepted instead of Admitted. An evaluation error
-// is returned as an error: an audit that did not run passes nothing.
+// CorpusFor returns every case a bundle with settings s is audited with:
+// the fixed ones, then the cases generated from the profiles of its data
+// (profiles.go: any profile, by name; one that breaks the profile
+// contract is a case its bundle must refuse).
+func CorpusFor(s policies.Settings) []Case {
+	return slices.Concat(admissionCases(), profileCases(s), requestCases())
+}
+
+// Audit decides every case of CorpusFor(d.Settings()) with d. Cases whose
+// id is in accept are reported as Accepted instead of Admitted. An
+// evaluation error is returned as an error: an audit that did not run
+// passes nothing.
 func Audit(ctx context.Context, d policies.Decider, accept []string) (Report, error) {
 	r := Report{Revision: d.Revision()}
 	s := d.Settings()
-	for _, c := range Corpus() {
+	for _, c := range CorpusFor(s) {
 		v, err := c.input(s)
 		if err != nil {
 			return r, fmt.Errorf("escape: case %s: %w", c.ID, err)
@@ -117,7 +129,9 @@ func Check(accept []string, logAccepted func(revision string, f Finding)) (polic
 		known[c.ID] = true
 	}
 	for _, id := range accept {
-		if !known[id] {
+		// A profile case exists only for a bundle whose data has the
+		// profile: its id can only be checked for its shape here.
+		if !known[id] && !isProfileCaseID(id) {
 			return nil, fmt.Errorf("escape: no case %q to accept (sandgate policy audit lists them)", id)
 		}
 	}

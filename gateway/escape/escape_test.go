@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -45,7 +47,7 @@ func TestTheShippedBundleRefusesEveryCaseWithItsRule(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range Corpus() {
+	for _, c := range CorpusFor(e.Settings()) {
 		t.Run(c.ID, func(t *testing.T) {
 			t.Parallel()
 			v, err := c.input(e.Settings())
@@ -76,15 +78,16 @@ func TestTheShippedBundleRefusesEveryCaseWithItsRule(t *testing.T) {
 		})
 	}
 	r, err := Audit(ctx, e, nil)
-	if err != nil || r.Err() != nil || r.Checked != len(Corpus()) {
+	if err != nil || r.Err() != nil || r.Checked != len(CorpusFor(e.Settings())) {
 		t.Fatalf("audit of the shipped bundle: %+v, %v, %v", r, err, r.Err())
 	}
 }
 
 func TestTheCorpusIDsAreUnique(t *testing.T) {
 	t.Parallel()
+	e := engine(t, policies.Config{})
 	seen := map[string]bool{}
-	for _, c := range Corpus() {
+	for _, c := range CorpusFor(e.Settings()) {
 		if seen[c.ID] || c.ID == "" || c.Rule == "" || c.What == "" {
 			t.Errorf("case %+v: duplicate or incomplete", c)
 		}
@@ -146,7 +149,7 @@ func TestTheEngineRefusesALoosenedBundleUnlessEachCaseIsAccepted(t *testing.T) {
 	}
 	// Accepting every H1 case by id lets it serve, and each is reported.
 	var accept []string
-	for _, c := range Corpus() {
+	for _, c := range CorpusFor(serving.Settings()) {
 		if c.Rule == "H1" {
 			accept = append(accept, c.ID)
 		}
@@ -195,5 +198,122 @@ func TestTheAuditPassesTheBundleAsTheE2ESuitePatchesIt(t *testing.T) {
 	r, err := Audit(context.Background(), e, nil)
 	if err != nil || r.Err() != nil {
 		t.Fatalf("audit of the e2e bundle: %v %v", err, r.Err())
+	}
+}
+
+// The attack of issue 21: a data.yml adds a `builder` profile with
+// SYS_ADMIN and a writable root. The shipped corpus knew only strict and
+// workspace, so the audit passed and the gateway served it. The audit now
+// generates its cases from the profiles in the data: it fails, naming the
+// profile and the capability, and the gateway refuses the bundle.
+func TestTheAuditRefusesAProfileBeyondTheWorkspaceSet(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), policies.EntrypointNames())
+	policytest.AddBuilderProfile(t, dir)
+	e := engine(t, policies.Config{Dir: dir})
+	if _, ok := e.Settings().Profiles["builder"]; !ok {
+		t.Fatal("OPA did not load the builder profile: the attack is not reproduced")
+	}
+	r, err := Audit(ctx, e, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, f := range r.Admitted {
+		ids = append(ids, f.ID)
+	}
+	if !slices.Equal(ids, []string{"profile/builder/adds-SYS_ADMIN"}) {
+		t.Fatalf("admitted %v, want exactly profile/builder/adds-SYS_ADMIN", ids)
+	}
+	err = r.Err()
+	if !errors.Is(err, ErrEscapes) || !strings.Contains(err.Error(), "builder") || !strings.Contains(err.Error(), "SYS_ADMIN") {
+		t.Fatalf("audit error %v: want ErrEscapes naming builder and SYS_ADMIN", err)
+	}
+	// The builder's own list holds: a capability outside it is refused.
+	for _, c := range CorpusFor(e.Settings()) {
+		if c.ID == "profile/builder/a-cap-add-outside-the-profile" && !strings.Contains(c.What, "NET_ADMIN") {
+			t.Errorf("%s: %s, want NET_ADMIN (SYS_ADMIN is in the profile)", c.ID, c.What)
+		}
+	}
+	check, err := Check(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := policies.New(ctx, policies.Config{Dir: dir, Checks: []policies.Check{check}}); !errors.Is(err, ErrEscapes) {
+		t.Fatalf("start with the builder profile: err = %v", err)
+	}
+	// An operator may accept it by its id, before any bundle has it.
+	check, err = Check([]string{"profile/builder/adds-SYS_ADMIN"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := policies.New(ctx, policies.Config{Dir: dir, Checks: []policies.Check{check}}); err != nil {
+		t.Fatalf("start with the builder profile accepted: %v", err)
+	}
+}
+
+// The profile contract: which profiles of a bundle's data the audit
+// reports, and by which case.
+func TestTheProfileContract(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name     string
+		profiles string // YAML of sandgate/config/profiles/data.yml
+		admitted []string
+	}{
+		{"a profile with a subset of the workspace set and a writable root", "ci:\n  cap_add: [CHOWN, SETUID]\n  readonly_rootfs: false\n", nil},
+		{"a writable root with no capabilities", "scratch:\n  cap_add: []\n  readonly_rootfs: false\n", nil},
+		{"a read-only profile with the whole workspace set", "ro:\n  cap_add: [CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID, SETUID, SETFCAP]\n  readonly_rootfs: true\n", nil},
+		{"two capabilities beyond the set", "net:\n  cap_add: [NET_ADMIN, NET_RAW, CHOWN]\n  readonly_rootfs: true\n",
+			[]string{"profile/net/adds-NET_ADMIN", "profile/net/adds-NET_RAW"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), policies.EntrypointNames())
+			writeProfiles(t, dir, tt.profiles)
+			r, err := Audit(context.Background(), engine(t, policies.Config{Dir: dir}), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, f := range r.Admitted {
+				ids = append(ids, f.ID)
+			}
+			if !slices.Equal(ids, tt.admitted) {
+				t.Fatalf("admitted %v, want %v", ids, tt.admitted)
+			}
+		})
+	}
+	// strict is the default: a capability of the workspace set or a
+	// writable root loosens it.
+	dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), policies.EntrypointNames())
+	found := false
+	dir = policytest.EditFile(t, dir, "data.json", func(b []byte) []byte {
+		strict := regexp.MustCompile(`"strict": \{\s*"cap_add": \[\],\s*"readonly_rootfs": true\s*\}`)
+		found = len(strict.FindAllIndex(b, -1)) == 1
+		return strict.ReplaceAll(b, []byte(`"strict": {"cap_add": ["CHOWN"], "readonly_rootfs": false}`))
+	}, &found)
+	r, err := Audit(context.Background(), engine(t, policies.Config{Dir: dir}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, f := range r.Admitted {
+		ids = append(ids, f.ID)
+	}
+	if !slices.Contains(ids, "profile/strict/adds-CHOWN") || !slices.Contains(ids, "profile/strict/writable-root") {
+		t.Fatalf("a loosened strict: admitted %v, want profile/strict/adds-CHOWN and profile/strict/writable-root", ids)
+	}
+}
+
+func writeProfiles(t *testing.T, dir, yaml string) {
+	t.Helper()
+	out := filepath.Join(dir, "sandgate", "config", "profiles", "data.yml")
+	if err := os.MkdirAll(filepath.Dir(out), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

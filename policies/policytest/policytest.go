@@ -111,3 +111,27 @@ func EditFile(t testing.TB, dir, file string, edit func([]byte) []byte, done *bo
 // MergePatch applies an RFC 7386 JSON merge patch to target and returns
 // the result; target is not modified (datapatch.Merge).
 func MergePatch(target, patch any) any { return datapatch.Merge(target, patch) }
+
+// BuilderProfileYAML is the profile an attacker added to a reviewed bundle
+// (issue 21): a `builder` with SYS_ADMIN and a writable root, in a data.yml
+// that OPA loads as data.sandgate.config.profiles and that the v1 digest did
+// not cover.
+const BuilderProfileYAML = `builder:
+  cap_add: [SYS_ADMIN, CHOWN, DAC_OVERRIDE, FOWNER, SETGID, SETUID]
+  readonly_rootfs: false
+`
+
+// BuilderProfilePath is where BuilderProfileYAML goes in a bundle.
+const BuilderProfilePath = "sandgate/config/profiles/data.yml"
+
+// AddBuilderProfile writes BuilderProfileYAML into the bundle directory dir.
+func AddBuilderProfile(t testing.TB, dir string) {
+	t.Helper()
+	out := filepath.Join(dir, filepath.FromSlash(BuilderProfilePath))
+	if err := os.MkdirAll(filepath.Dir(out), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, []byte(BuilderProfileYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
