@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -85,15 +84,35 @@ func (l *PolicyLimits) defaults() {
 }
 
 func (l *PolicyLimits) validate() error {
-	switch {
-	case l.EvaluateTimeout < 0 || l.ReplayTimeout < 0 || l.ReplayCPU < 0:
-		return errors.New("gateway: PolicyLimits: a timeout is negative")
-	case l.EvaluateMaxBytes < 1024 || l.ReplayMaxBytes < 1024:
-		return fmt.Errorf("gateway: PolicyLimits: EvaluateMaxBytes %d or ReplayMaxBytes %d is below 1 KiB", l.EvaluateMaxBytes, l.ReplayMaxBytes)
-	case l.EvaluateConcurrency < 1 || l.ReplayConcurrency < 1:
-		return errors.New("gateway: PolicyLimits: a concurrency is below 1")
-	case l.ReplayMemoryBytes < 64<<20:
-		return fmt.Errorf("gateway: PolicyLimits: ReplayMemoryBytes %d is below 64 MiB (a worker could not load a bundle)", l.ReplayMemoryBytes)
+	if err := l.Check(); err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	return nil
+}
+
+// Check reports the first limit that cannot work, by its configuration
+// key; zero fields are their defaults and pass.
+func (l PolicyLimits) Check() error {
+	l.defaults()
+	for key, d := range map[string]time.Duration{keyEvaluateTimeout: l.EvaluateTimeout, keyReplayTimeout: l.ReplayTimeout, keyReplayCPU: l.ReplayCPU} {
+		if d < 0 {
+			return fmt.Errorf("%s %s is negative", key, d)
+		}
+	}
+	for key, n := range map[string]int64{keyEvaluateMaxBytes: l.EvaluateMaxBytes, keyReplayMaxBytes: l.ReplayMaxBytes} {
+		if n < 1024 {
+			return fmt.Errorf("%s %d is below 1 KiB", key, n)
+		}
+	}
+	for key, n := range map[string]int{keyEvaluateConc: l.EvaluateConcurrency, keyReplayConc: l.ReplayConcurrency} {
+		if n < 1 {
+			return fmt.Errorf("%s %d is below 1", key, n)
+		}
+	}
+	// A worker of the shipped bundle needs about 140 MiB of RLIMIT_DATA
+	// to load it (its Go runtime's mappings count, not only its heap).
+	if l.ReplayMemoryBytes < 256<<20 {
+		return fmt.Errorf("%s %d is below 256 MiB, too little for a worker to load a bundle", keyReplayMemory, l.ReplayMemoryBytes)
 	}
 	return nil
 }

@@ -220,6 +220,9 @@ func loadServeConfig(path string) (gatewayOptions, error) {
 			ReplayCPU: time.Duration(c.Policy.Replay.CPUTime),
 		},
 	}
+	if err := o.PolicyLimits.Check(); err != nil {
+		return o, fmt.Errorf("%s: %w", path, err)
+	}
 	for _, n := range c.Nodes {
 		if n.Name == "" {
 			return o, errors.New(path + ": nodes[].name is required")

@@ -186,8 +186,18 @@ func feedWorker(stdin interface{ Write([]byte) (int, error) }, bundle []byte, op
 // explainExit names why a worker ended without a result: a limit when
 // one explains it, ErrWorker with what it said otherwise.
 func explainExit(c *exec.Cmd, waitErr error, lim Limits, stderr string) error {
-	st := c.ProcessState
-	if st != nil {
+	// A Go worker whose mappings reach RLIMIT_DATA dies with "fatal
+	// error: runtime: out of memory" or "cannot allocate memory", or
+	// aborts when no thread stack can be mapped (cgo's pthread_create);
+	// under the race detector its shadow memory fails first. These are the
+	// runtime's words: a process boundary has no error values to compare.
+	lower := strings.ToLower(stderr)
+	for _, said := range []string{"out of memory", "cannot allocate memory", "failed to allocate", "pthread_create failed"} {
+		if strings.Contains(lower, said) {
+			return &LimitError{Limit: LimitMemory, Bound: fmt.Sprintf("%d bytes", lim.Memory)}
+		}
+	}
+	if st := c.ProcessState; st != nil {
 		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			sig := ws.Signal()
 			used := st.UserTime() + st.SystemTime()
@@ -198,14 +208,6 @@ func explainExit(c *exec.Cmd, waitErr error, lim Limits, stderr string) error {
 			}
 			return fmt.Errorf("%w: it was killed by signal %s after %s of CPU time, by no limit of the gateway's", ErrWorker, sig, used.Round(time.Millisecond))
 		}
-	}
-	// A Go worker whose heap reaches RLIMIT_DATA dies with "fatal error:
-	// runtime: out of memory" (or a variant); under the race detector its
-	// shadow memory fails first. These are the runtime's words: a process
-	// boundary has no error values to compare.
-	if lower := strings.ToLower(stderr); strings.Contains(lower, "out of memory") || strings.Contains(lower, "cannot allocate memory") ||
-		strings.Contains(lower, "failed to allocate") {
-		return &LimitError{Limit: LimitMemory, Bound: fmt.Sprintf("%d bytes", lim.Memory)}
 	}
 	return fmt.Errorf("%w: %w: %s", ErrWorker, waitErr, firstLine(stderr))
 }
