@@ -159,7 +159,7 @@ func (s *Server) evaluatePolicy(c echo.Context) error {
 	case req.Request != nil && (req.Entrypoint != "" || req.Input != nil):
 		return invalid("request", "give either request, or entrypoint and input, not both")
 	case req.Request != nil:
-		ai, err := s.dryRunInput(ctx, c, *req.Request)
+		ai, err := s.dryRunInput(ctx, *req.Request)
 		if err != nil {
 			if ctx.Err() != nil {
 				return pastDeadline(policies.Authz, "")
@@ -207,7 +207,7 @@ func (s *Server) evaluatePolicy(c echo.Context) error {
 // live router and authzInput: the route template and parameters Echo
 // finds for the path, the route's own body decoding, the logs query and
 // the target's record from the store.
-func (s *Server) dryRunInput(ctx context.Context, live echo.Context, r dryRequest) (policies.AuthzInput, error) {
+func (s *Server) dryRunInput(ctx context.Context, r dryRequest) (policies.AuthzInput, error) {
 	if r.Method == "" || !strings.HasPrefix(r.Path, "/") {
 		return policies.AuthzInput{}, invalid("request", "needs a method and an absolute path")
 	}

@@ -126,7 +126,7 @@ func Run(ctx context.Context, cmd Command, lim Limits, bundle []byte, opts Optio
 	waitErr := c.Wait()
 
 	switch {
-	case context.Cause(wctx) == errWall && ctx.Err() == nil:
+	case errors.Is(context.Cause(wctx), errWall) && ctx.Err() == nil:
 		return Report{}, &LimitError{Limit: LimitWall, Bound: lim.Wall.String()}
 	case ctx.Err() != nil:
 		return Report{}, ctx.Err()
