@@ -53,6 +53,8 @@ type harnessOptions struct {
 	logInputs bool
 	// keepalive overrides Config.KeepaliveInterval of streaming execs.
 	keepalive time.Duration
+	// config, when set, adjusts the gateway's Config last.
+	config func(*gateway.Config)
 }
 
 func newHarness(t testing.TB, o harnessOptions) *harness {
@@ -61,6 +63,9 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		PolicyDir: o.policyDir, Nodes: o.nodes, SimConfig: o.simConfig, WrapStore: o.wrapStore, ObserveNomad: true,
 		Config: func(c *gateway.Config) {
 			c.StartTimeout, c.LogInputs, c.KeepaliveInterval = o.startTimeout, o.logInputs, o.keepalive
+			if o.config != nil {
+				o.config(c)
+			}
 		},
 	}
 	if o.fake {

@@ -13,6 +13,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 
+	"sandgate/gateway"
 	"sandgate/gateway/apidoc"
 	"sandgate/gateway/token"
 	"sandgate/policies"
@@ -134,6 +135,7 @@ func TestEveryRouteAnswersAsTheOpenAPIDocumentSays(t *testing.T) {
 		{method: "GET", template: "/v1/decisions", path: "/v1/decisions?limit=5&inputs=true", token: h.operator},
 		{method: "GET", template: "/v1/policy", path: "/v1/policy", token: h.operator},
 		{method: "POST", template: "/v1/policy/evaluate", path: "/v1/policy/evaluate", token: h.operator, body: j(`{"entrypoint":"authz","input":{}}`)},
+		{method: "POST", template: "/v1/policy/evaluate", path: "/v1/policy/evaluate", token: h.operator, body: j(`{"entrypoint":"authz","input":{"pad":"` + strings.Repeat("x", gateway.DefaultEvaluateMaxBytes) + `"}}`)},
 		{method: "POST", template: "/v1/policy/replay", path: "/v1/policy/replay", token: h.operator, body: candidate.Bytes(), header: map[string]string{"Content-Type": "application/gzip"}},
 		{method: "DELETE", template: "/v1/sandboxes/:id", path: "/v1/sandboxes/" + victim, token: agent},
 		{method: "DELETE", template: "/v1/sandboxes/:id", path: "/v1/sandboxes/" + victim, token: agent},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -15,7 +16,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/open-policy-agent/opa/v1/ast"
 
-	"sandgate/gateway/audit"
 	"sandgate/gateway/replay"
 	"sandgate/policies"
 )
@@ -94,20 +94,38 @@ type evaluateAnswer struct {
 	DryRun bool `json:"dry_run"`
 }
 
-// maxEvaluateBytes bounds the evaluate body (an admission input holds a
-// whole job).
-const maxEvaluateBytes = 256 << 10
+// ownBodyLimit are the routes that bound their bodies themselves, by
+// Config.Policy, instead of Config.BodyLimit.
+var ownBodyLimit = map[string]bool{"/v1/policy/evaluate": true, "/v1/policy/replay": true}
+
+// readBounded reads a body of at most limit bytes; a longer one (by its
+// Content-Length, before anything is read, or as read) is a 413 naming key.
+func readBounded(c echo.Context, what, key string, limit int64) ([]byte, error) {
+	if c.Request().ContentLength > limit {
+		return nil, tooLarge(what, key, limit)
+	}
+	raw, err := io.ReadAll(io.LimitReader(c.Request().Body, limit+1))
+	if err != nil {
+		return nil, invalid("body", "could not be read")
+	}
+	if int64(len(raw)) > limit {
+		return nil, tooLarge(what, key, limit)
+	}
+	return raw, nil
+}
 
 // evaluatePolicy is POST /v1/policy/evaluate: a dry run. It decides with
 // the bundle in force and changes nothing; the decision is returned, not
-// logged (the evaluate request's own authz decision is).
+// logged (the evaluate request's own authz decision is). Config.Policy
+// bounds it: the body's size (413), the dry runs at once (429
+// policy_busy) and the evaluation's time (422
+// evaluation_deadline_exceeded): a well-formed input that costs seconds
+// of CPU cannot hold the gateway's cores.
 func (s *Server) evaluatePolicy(c echo.Context) error {
-	raw, err := io.ReadAll(io.LimitReader(c.Request().Body, maxEvaluateBytes+1))
+	lim := s.cfg.Policy
+	raw, err := readBounded(c, "the dry run's body", keyEvaluateMaxBytes, lim.EvaluateMaxBytes)
 	if err != nil {
-		return invalid("body", "could not be read")
-	}
-	if len(raw) > maxEvaluateBytes {
-		return invalid("body", "is larger than %d bytes", maxEvaluateBytes)
+		return err
 	}
 	var req evaluateRequest
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -115,7 +133,23 @@ func (s *Server) evaluatePolicy(c echo.Context) error {
 	if err := dec.Decode(&req); err != nil {
 		return invalid("body", "must be {entrypoint, input} or {request: {method, path, token_claims, body}}: %s", truncate(err.Error(), 120))
 	}
-	ctx := c.Request().Context()
+	if !s.evaluating.tryAcquire() {
+		return policyBusy("dry runs are", keyEvaluateConc, lim.EvaluateConcurrency, retryAfterOf(lim.EvaluateTimeout))
+	}
+	defer s.evaluating.release()
+	parent := c.Request().Context()
+	ctx, cancel := context.WithTimeout(parent, lim.EvaluateTimeout)
+	defer cancel()
+	// pastDeadline is the answer once the deadline, not the caller, ended ctx.
+	pastDeadline := func(ep policies.Entrypoint, id string) error {
+		if parent.Err() != nil {
+			return parent.Err()
+		}
+		p := newProblem(http.StatusUnprocessableEntity, codeDeadline, fmt.Sprintf(
+			"the %s decision on this input ran past %s (%s) and was stopped, which is a deny; nothing was changed", ep, lim.EvaluateTimeout, keyEvaluateTimeout))
+		p.Limit, p.DecisionID = keyEvaluateTimeout, id
+		return p
+	}
 	var (
 		ep  policies.Entrypoint
 		in  ast.Value
@@ -125,8 +159,11 @@ func (s *Server) evaluatePolicy(c echo.Context) error {
 	case req.Request != nil && (req.Entrypoint != "" || req.Input != nil):
 		return invalid("request", "give either request, or entrypoint and input, not both")
 	case req.Request != nil:
-		ai, err := s.dryRunInput(c, *req.Request)
+		ai, err := s.dryRunInput(ctx, *req.Request)
 		if err != nil {
+			if ctx.Err() != nil {
+				return pastDeadline(policies.Authz, "")
+			}
 			return err
 		}
 		ep, in = policies.Authz, ai.Value()
@@ -146,6 +183,11 @@ func (s *Server) evaluatePolicy(c echo.Context) error {
 		doc = req.Input
 	}
 	d, err := s.cfg.Engine.Decide(ctx, ep, in)
+	// OPA may finish a short evaluation on a context that just ended, or
+	// fail one with its own cancellation error: ctx says which.
+	if ctx.Err() != nil {
+		return pastDeadline(ep, d.ID)
+	}
 	if err != nil {
 		p := newProblem(http.StatusUnprocessableEntity, codeInvalidRequest, "the policy could not decide on this input, which is a deny: "+truncate(err.Error(), 200))
 		p.DecisionID = d.ID
@@ -165,7 +207,7 @@ func (s *Server) evaluatePolicy(c echo.Context) error {
 // live router and authzInput: the route template and parameters Echo
 // finds for the path, the route's own body decoding, the logs query and
 // the target's record from the store.
-func (s *Server) dryRunInput(live echo.Context, r dryRequest) (policies.AuthzInput, error) {
+func (s *Server) dryRunInput(ctx context.Context, r dryRequest) (policies.AuthzInput, error) {
 	if r.Method == "" || !strings.HasPrefix(r.Path, "/") {
 		return policies.AuthzInput{}, invalid("request", "needs a method and an absolute path")
 	}
@@ -180,7 +222,7 @@ func (s *Server) dryRunInput(live echo.Context, r dryRequest) (policies.AuthzInp
 	if len(r.Body) > 0 && string(r.Body) != "null" {
 		body = bytes.NewReader(r.Body)
 	}
-	hr, err := http.NewRequestWithContext(live.Request().Context(), r.Method, target.RequestURI(), body)
+	hr, err := http.NewRequestWithContext(ctx, r.Method, target.RequestURI(), body)
 	if err != nil {
 		return policies.AuthzInput{}, invalid("request.method", "is not an HTTP method")
 	}
@@ -235,21 +277,29 @@ func (discardResponse) Write(b []byte) (int, error) { return len(b), nil }
 // WriteHeader discards the status.
 func (discardResponse) WriteHeader(int) {}
 
-// Bounds of POST /v1/policy/replay: a candidate is compiled in the
-// gateway's process, so it is small, replays a bounded number of
-// decisions within a deadline, and one replay runs at a time.
+// Bounds of POST /v1/policy/replay's query.
 const (
 	defaultReplayLimit = 5000
 	maxReplayLimit     = 50000
-	replayDeadline     = 60 * time.Second
 )
+
+// retryAfterOf is the Retry-After of a busy policy route: the time one
+// running request may take, in whole seconds, at most 10.
+func retryAfterOf(d time.Duration) int {
+	return int(min(max((d+time.Second-1)/time.Second, 1), 10))
+}
 
 // replayCandidate is POST /v1/policy/replay: the body is a candidate
 // bundle tarball (`sandgate policy build`, `opa build`; unsigned is fine,
 // nothing serves it), replayed against this gateway's decision log
-// (?since=&until=&limit=). The candidate is compiled with the engine's
-// restricted built-ins (no network, no environment) and never serves.
+// (?since=&until=&limit=). The candidate never loads in the gateway's
+// process: a replay worker (the sandgate binary, re-executed) compiles it
+// with the engine's restricted built-ins and replays the log, bounded in
+// memory, CPU time and wall-clock time (Config.Policy); a candidate that
+// runs past a bound ends its worker and is answered 422
+// candidate_exceeded_limits naming the bound.
 func (s *Server) replayCandidate(c echo.Context) error {
+	lim := s.cfg.Policy
 	var opts replay.Options
 	for _, tf := range []struct {
 		name string
@@ -271,34 +321,44 @@ func (s *Server) replayCandidate(c echo.Context) error {
 		}
 		opts.Limit = n
 	}
-	raw, err := io.ReadAll(c.Request().Body)
-	if err != nil || len(raw) == 0 {
+	raw, err := readBounded(c, "the candidate bundle", keyReplayMaxBytes, lim.ReplayMaxBytes)
+	if err != nil {
+		return err
+	}
+	if len(raw) == 0 {
 		return invalid("body", "must be a candidate bundle tarball (sandgate policy build -o bundle.tar.gz)")
 	}
-	select {
-	case s.replaying <- struct{}{}:
-		defer func() { <-s.replaying }()
-	default:
-		p := newProblem(http.StatusTooManyRequests, codeBusy, "another replay is running; try again when it ends")
-		p.retryAfter = 10
-		return p
+	if !s.replaying.tryAcquire() {
+		return policyBusy("replays are", keyReplayConc, lim.ReplayConcurrency, 10)
 	}
-	ctx, cancel := context.WithTimeout(c.Request().Context(), replayDeadline)
-	defer cancel()
-	candidate, err := policies.New(ctx, policies.Config{BundleData: raw})
-	if err != nil {
-		return newProblem(http.StatusUnprocessableEntity, codeInvalidRequest, "the candidate bundle does not load: "+truncate(err.Error(), 400))
+	defer s.replaying.release()
+	if lim.ReplayWorker.Path == "" {
+		return unavailable("candidate replay is off: this gateway has no replay worker configured, and a candidate never runs in the gateway's own process", nil)
 	}
-	r := replay.New(candidate, opts)
-	err = s.cfg.Decisions.Each(func(e audit.Entry) error { return r.Add(ctx, e) })
+	limits := replay.Limits{Memory: lim.ReplayMemoryBytes, CPU: lim.ReplayCPU, Wall: lim.ReplayTimeout}
+	rep, err := replay.Run(c.Request().Context(), lim.ReplayWorker, limits, raw, opts, s.cfg.Decisions.Each)
+	var (
+		ce *replay.CandidateError
+		le *replay.LimitError
+	)
 	switch {
-	case errors.Is(err, replay.ErrLimit):
-	case errors.Is(err, context.DeadlineExceeded):
-		p := newProblem(http.StatusServiceUnavailable, codeUnavailable, "the replay took longer than "+replayDeadline.String()+"; narrow it with since, until or limit")
-		p.retryAfter = 5
+	case err == nil:
+		return c.JSON(http.StatusOK, rep)
+	case errors.As(err, &ce):
+		return newProblem(http.StatusUnprocessableEntity, codeInvalidRequest, "the candidate bundle does not load: "+truncate(ce.Reason, 400))
+	case errors.As(err, &le):
+		key := map[string]string{replay.LimitMemory: keyReplayMemory, replay.LimitCPU: keyReplayCPU, replay.LimitWall: keyReplayTimeout}[le.Limit]
+		p := newProblem(http.StatusUnprocessableEntity, codeCandidateLimits, fmt.Sprintf(
+			"the candidate's replay worker ran past its %s limit (%s, %s) and was ended; the gateway and its state are unchanged. "+
+				"A rule that grows without bound (a string doubled by concat, a comprehension over itself) does this; so can a log too long for the limit: narrow it with since, until or limit",
+			le.Limit, le.Bound, key))
+		p.Limit = key
 		return p
-	case err != nil:
+	case errors.Is(err, replay.ErrUnsupported), errors.Is(err, replay.ErrWorker):
+		return unavailable("the candidate could not be replayed, and nothing was changed: "+truncate(err.Error(), 300), err)
+	case c.Request().Context().Err() != nil:
+		return err
+	default:
 		return unavailable("the decision log could not be read", err)
 	}
-	return c.JSON(http.StatusOK, r.Report())
 }

@@ -33,6 +33,10 @@ type Problem struct {
 	// EndReason and EndedAt say why and when a sandbox ended (410 sandbox_ended).
 	EndReason string     `json:"end_reason,omitempty"`
 	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	// Limit names the configured bound that refused the request, by its
+	// configuration key (policy.evaluate.timeout, policy.replay.memory_bytes,
+	// ...; docs/runbook.md).
+	Limit string `json:"limit,omitempty"`
 
 	retryAfter int    // seconds; sets Retry-After when positive
 	cause      error  // logged, never shown
@@ -78,7 +82,9 @@ const (
 	codeTokenNotFound     = "token_not_found"
 	codeUnavailable       = "unavailable"
 	codeInternal          = "internal_error"
-	codeBusy              = "busy"
+	codePolicyBusy        = "policy_busy"
+	codeDeadline          = "evaluation_deadline_exceeded"
+	codeCandidateLimits   = "candidate_exceeded_limits"
 	codeIdempotencyReused = "idempotency_key_reused"
 	codeLengthRequired    = "length_required"
 	codeFileNotFound      = "file_not_found"
@@ -96,7 +102,9 @@ const (
 
 var problemTitles = map[string]string{ //nolint:gosec // G101: titles of error codes, not credentials
 	codeInvalidRequest:    "The request is invalid",
-	codeBusy:              "Busy with another such request",
+	codePolicyBusy:        "As many policy evaluations of this kind as allowed are running",
+	codeDeadline:          "The evaluation ran past its deadline",
+	codeCandidateLimits:   "The candidate bundle ran past a limit of its worker",
 	codeIdempotencyReused: "The Idempotency-Key was used with another body",
 	codeUnauthenticated:   "Authentication required",
 	codeTokenExpired:      "The token has expired",

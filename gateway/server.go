@@ -107,6 +107,10 @@ type Config struct {
 	Simulated bool
 	// Version is reported by /v1/capabilities.
 	Version string
+	// Policy bounds the dry runs and candidate replays of the policy
+	// routes (deadlines, body sizes, concurrency, the replay worker and its
+	// resource limits); zero fields take their defaults.
+	Policy PolicyLimits
 }
 
 func (c *Config) defaults() {
@@ -142,6 +146,7 @@ func (c *Config) defaults() {
 	if c.Version == "" {
 		c.Version = "dev"
 	}
+	c.Policy.defaults()
 }
 
 func (c *Config) validate() error {
@@ -163,19 +168,20 @@ func (c *Config) validate() error {
 	case c.DefaultWait > c.MaxWait:
 		return errors.New("gateway: DefaultWait exceeds MaxWait")
 	}
-	return nil
+	return c.Policy.validate()
 }
 
 // Server is the sandgate REST gateway.
 type Server struct {
 	cfg Config
 	e   *echo.Echo
-	// replaying holds a token while a replay runs: one at a time.
-	replaying chan struct{}
-	log       *slog.Logger
-	metrics   *metrics
-	nodes     *nodeCache
-	ready     readiness
+	// evaluating and replaying hold a token per running dry run and
+	// replay (Config.Policy's concurrency limits).
+	evaluating, replaying semaphore
+	log                   *slog.Logger
+	metrics               *metrics
+	nodes                 *nodeCache
+	ready                 readiness
 	// taskName is the task every rendered job runs, computed once: exec
 	// and logs address it on every request.
 	taskName string
@@ -211,7 +217,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.nodes = newNodeCache(cfg.Nomad, 2*time.Second, cfg.Now)
 	s.taskName = render.DefaultConfig().TaskName
-	s.replaying = make(chan struct{}, 1)
+	s.evaluating = make(semaphore, cfg.Policy.EvaluateConcurrency)
+	s.replaying = make(semaphore, cfg.Policy.ReplayConcurrency)
 	s.mcp = mcpserver.Handler(mcpserver.Config{API: s.Handler, Verify: s.verifyBearer, Version: cfg.Version})
 	s.e = s.newEcho()
 	return s, nil
@@ -344,8 +351,11 @@ func (s *Server) newEcho() *echo.Echo {
 	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{
 		Limit: fmt.Sprintf("%dB", s.cfg.BodyLimit),
 		// A file PUT is bounded by the policy instead (F2 on its
-		// Content-Length, which net/http then holds the body to).
-		Skipper: func(c echo.Context) bool { return c.Path() == filesRoute && c.Request().Method == http.MethodPut },
+		// Content-Length, which net/http then holds the body to); the
+		// policy routes by Config.Policy (413 naming the key).
+		Skipper: func(c echo.Context) bool {
+			return (c.Path() == filesRoute && c.Request().Method == http.MethodPut) || ownBodyLimit[c.Path()]
+		},
 	}))
 	for _, r := range s.routes() {
 		if r.public {

@@ -18,6 +18,7 @@ import (
 	"sandgate/gateway"
 	"sandgate/gateway/audit"
 	"sandgate/gateway/escape"
+	"sandgate/gateway/replay"
 	"sandgate/gateway/token"
 	"sandgate/nomad"
 	"sandgate/policies"
@@ -57,6 +58,9 @@ type gatewayOptions struct {
 	DecisionLogKeep   int
 	// DecisionInputs keeps the masked inputs in the decision log.
 	DecisionInputs bool
+	// PolicyLimits bound dry runs and candidate replays (policy.evaluate,
+	// policy.replay); runGateway sets the replay worker.
+	PolicyLimits gateway.PolicyLimits
 	// Nodes are enrolled (or re-enrolled) at start.
 	Nodes []store.Node
 	// Ready, when set, is called once the listener is open.
@@ -181,11 +185,15 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("nomad client: %w", err)
 	}
+	// A candidate bundle is replayed by this binary re-executed as a
+	// bounded worker, never in this process.
+	policyLimits := o.PolicyLimits
+	policyLimits.ReplayWorker = replay.SelfCommand()
 	srv, err = gateway.New(gateway.Config{
 		Engine: engine, Store: parts.store, Nomad: nc, Tokens: iss, Decisions: parts.audit,
 		Logger: log, ReaperInterval: o.ReaperInterval, ReconcileInterval: o.ReconcileInterval,
 		ReclaimInterval: o.ReclaimInterval, Retention: o.Retention, StartTimeout: o.StartTimeout, Namespace: ncfg.Namespace,
-		Simulated: o.Simulated, Version: version, LogInputs: o.DecisionInputs,
+		Simulated: o.Simulated, Version: version, LogInputs: o.DecisionInputs, Policy: policyLimits,
 	})
 	if err != nil {
 		return err

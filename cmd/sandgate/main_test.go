@@ -14,6 +14,7 @@ import (
 	"sandgate/gateway"
 	"sandgate/gateway/client"
 	"sandgate/gateway/gatewaytest"
+	"sandgate/gateway/replay"
 	"sandgate/gateway/token"
 	"sandgate/policies"
 	"sandgate/policies/policytest"
@@ -181,6 +182,11 @@ func TestDocsPoliciesCarriesTheCurrentRuleTable(t *testing.T) {
 // the simulator (dev, render without a cluster). A developer who exported
 // NOMAD_ADDR for test/integration must not send them to a real cluster.
 func TestMain(m *testing.M) {
+	// A gateway this binary runs (dev) replays candidates in a worker:
+	// this binary again, with the hidden subcommand's arguments.
+	if replay.IsWorker(os.Args[1:]) {
+		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	for _, kv := range os.Environ() {
 		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "NOMAD_") || strings.HasPrefix(name, "SANDGATE_") {
 			_ = os.Unsetenv(name)

@@ -27,7 +27,8 @@ func newPolicyCmd() *cobra.Command {
 		Use:   "policy",
 		Short: "Inspect, test and evaluate the Rego policy bundle",
 	}
-	cmd.AddCommand(newPolicyEvalCmd(), newPolicyInfoCmd(), newPolicyTestCmd(), newPolicyBuildCmd(), newPolicyAuditCmd(), newPolicyReplayCmd())
+	cmd.AddCommand(newPolicyEvalCmd(), newPolicyInfoCmd(), newPolicyTestCmd(), newPolicyBuildCmd(), newPolicyAuditCmd(), newPolicyReplayCmd(),
+		newPolicyReplayWorkerCmd())
 	return cmd
 }
 
@@ -540,6 +541,22 @@ allowed (a reviewer's sign-off is due), 1 error.`,
 	cmd.Flags().IntVar(&limit, "limit", 0, "stop after this many replayed decisions (default: all)")
 	cmd.Flags().StringVar(&format, "format", "text", "text or json")
 	return cmd
+}
+
+// newPolicyReplayWorkerCmd is the hidden `policy replay-worker`: the
+// gateway re-executes itself with it to replay a candidate bundle in a
+// child process bounded in memory and CPU time (POST /v1/policy/replay,
+// docs/threat-model.md); it speaks JSON lines on stdin and stdout.
+func newPolicyReplayWorkerCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    replay.WorkerArgs[1],
+		Short:  "Replay a candidate for a gateway (internal: the gateway starts it)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return replay.ServeWorker(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
+		},
+	}
 }
 
 func replayLog(cmd *cobra.Command, r *replay.Replayer, name string) error {

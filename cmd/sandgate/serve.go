@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"sandgate/gateway"
 	"sandgate/nomad"
 	"sandgate/policies"
 	"sandgate/store"
@@ -61,6 +62,26 @@ type serveConfig struct {
 		// audit) the bundle may admit; each admitted one is logged at
 		// every start and reload. Empty: a bundle admitting any is refused.
 		AcceptEscapes []string `json:"accept_escapes"`
+		// Evaluate bounds dry runs (POST /v1/policy/evaluate): how long one
+		// evaluates (default "2s"), its body (default 262144 bytes) and how
+		// many run at once (default 2).
+		Evaluate struct {
+			Timeout     duration `json:"timeout"`
+			MaxBytes    int64    `json:"max_bytes"`
+			Concurrency int      `json:"concurrency"`
+		} `json:"evaluate"`
+		// Replay bounds candidate replays (POST /v1/policy/replay), each run
+		// by a worker process: its wall-clock time (default "60s"), the
+		// candidate's size (default 4194304 bytes), replays at once (default
+		// 1), the worker's memory (RLIMIT_DATA, default 1073741824 bytes)
+		// and CPU time (RLIMIT_CPU, default "60s").
+		Replay struct {
+			Timeout     duration `json:"timeout"`
+			MaxBytes    int64    `json:"max_bytes"`
+			Concurrency int      `json:"concurrency"`
+			MemoryBytes int64    `json:"memory_bytes"`
+			CPUTime     duration `json:"cpu_time"`
+		} `json:"replay"`
 	} `json:"policy"`
 	Nomad struct {
 		Address string `json:"address"`
@@ -191,6 +212,16 @@ func loadServeConfig(path string) (gatewayOptions, error) {
 		ReclaimInterval: time.Duration(c.ReclaimInterval), Retention: time.Duration(c.Retention),
 		StartTimeout:     time.Duration(c.StartTimeout),
 		DecisionLogBytes: c.DecisionLog.MaxBytes, DecisionLogKeep: c.DecisionLog.Keep, DecisionInputs: c.DecisionLog.IncludeInputs,
+		PolicyLimits: gateway.PolicyLimits{
+			EvaluateTimeout: time.Duration(c.Policy.Evaluate.Timeout), EvaluateMaxBytes: c.Policy.Evaluate.MaxBytes,
+			EvaluateConcurrency: c.Policy.Evaluate.Concurrency,
+			ReplayTimeout:       time.Duration(c.Policy.Replay.Timeout), ReplayMaxBytes: c.Policy.Replay.MaxBytes,
+			ReplayConcurrency: c.Policy.Replay.Concurrency, ReplayMemoryBytes: c.Policy.Replay.MemoryBytes,
+			ReplayCPU: time.Duration(c.Policy.Replay.CPUTime),
+		},
+	}
+	if err := o.PolicyLimits.Check(); err != nil {
+		return o, fmt.Errorf("%s: %w", path, err)
 	}
 	for _, n := range c.Nodes {
 		if n.Name == "" {

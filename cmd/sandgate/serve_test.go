@@ -15,10 +15,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"sandgate/gateway"
 	"sandgate/gateway/token"
 	"sandgate/policies"
 	"sandgate/store"
@@ -42,6 +44,8 @@ func TestServeConfigIsReadStrictly(t *testing.T) {
 	good := `{"listen":"127.0.0.1:8443","data_dir":"/var/lib/sandgate",
 	  "nomad":{"address":"https://nomad:4646","token_file":"` + tokenFile + `","timeout":"3s"},
 	  "reaper_interval":"10s","reconcile_interval":"1m","retention":"48h","start_timeout":"90s",
+	  "policy":{"evaluate":{"timeout":"3s","max_bytes":65536,"concurrency":4},
+	    "replay":{"timeout":"2m","max_bytes":2097152,"concurrency":2,"memory_bytes":536870912,"cpu_time":"30s"}},
 	  "nodes":[{"name":"w1","egress":true,"max_sandboxes":4}]}`
 	o, err := loadServeConfig(writeConfig(t, good))
 	if err != nil {
@@ -52,11 +56,17 @@ func TestServeConfigIsReadStrictly(t *testing.T) {
 		len(o.Nodes) != 1 || o.Nodes[0].Enrollment != "sandbox+egress" || o.Nodes[0].MaxSandboxes != 4 {
 		t.Fatalf("parsed %+v", o)
 	}
+	if want := (gateway.PolicyLimits{EvaluateTimeout: 3 * time.Second, EvaluateMaxBytes: 65536, EvaluateConcurrency: 4,
+		ReplayTimeout: 2 * time.Minute, ReplayMaxBytes: 2 << 20, ReplayConcurrency: 2, ReplayMemoryBytes: 512 << 20, ReplayCPU: 30 * time.Second}); !reflect.DeepEqual(o.PolicyLimits, want) {
+		t.Fatalf("policy limits %+v, want %+v", o.PolicyLimits, want)
+	}
 	cases := []struct{ name, body, want string }{
 		{"an unknown field", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"lissen":"y"}`, "lissen"},
 		{"no listen address", `{"data_dir":"d","nomad":{"address":"http://n"}}`, "listen is required"},
 		{"no Nomad address", `{"listen":"x","data_dir":"d"}`, "nomad.address is required"},
 		{"a certificate without a key", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"tls":{"cert_file":"c"}}`, "go together"},
+		{"a replay worker with too little memory", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"policy":{"replay":{"memory_bytes":1000}}}`, "policy.replay.memory_bytes 1000 is below 256 MiB"},
+		{"no dry run at a time", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"policy":{"evaluate":{"concurrency":-1}}}`, "policy.evaluate.concurrency -1 is below 1"},
 		{"a duration that is a number", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"reaper_interval":30}`, "duration"},
 		{"a node without a name", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"nodes":[{}]}`, "nodes[].name"},
 		{"a policy dir and a bundle file", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"policy":{"dir":"p","bundle_file":"b"}}`, "give one"},

@@ -15,6 +15,7 @@ import (
 
 	"sandgate/gateway"
 	"sandgate/gateway/audit"
+	"sandgate/gateway/replay"
 	"sandgate/gateway/token"
 	"sandgate/nomad"
 	"sandgate/nomad/nomadsim"
@@ -147,6 +148,9 @@ func New(t testing.TB, o Options) *Gateway {
 		Engine: g.Engine, Store: gwStore, Nomad: g.Nomad, Tokens: g.Issuer, Decisions: dl,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: g.now, Simulated: true,
 		DefaultWait: 10 * time.Second,
+	}
+	if servesWorkers.Load() {
+		cfg.Policy.ReplayWorker = replay.SelfCommand()
 	}
 	if o.Config != nil {
 		o.Config(&cfg)
