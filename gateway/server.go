@@ -83,6 +83,21 @@ type Config struct {
 	// ExecGrace is added to an exec's timeout before the gateway gives up
 	// on the stream (the in-sandbox timeout fires first); default 10 s.
 	ExecGrace time.Duration
+	// ReadHeaderTimeout bounds reading a request's line and headers;
+	// default 10 s (http.read_header_timeout in docs/runbook.md).
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds the time the gateway waits for a request's body:
+	// the count runs while it waits for the client, and starts again with
+	// every 64 KiB of a file upload; past it the answer is 408
+	// request_timeout. Default 30 s (http.read_timeout).
+	ReadTimeout time.Duration
+	// WriteTimeout bounds each write of an answer to the client (a
+	// stream gets a new bound with each write); default 30 s
+	// (http.write_timeout).
+	WriteTimeout time.Duration
+	// IdleTimeout is how long a kept-alive connection may wait for its
+	// next request; default 2 min (http.idle_timeout).
+	IdleTimeout time.Duration
 	// KeepaliveInterval is how often a streaming exec (SSE) of a quiet
 	// command sends a keepalive event; default 15 s.
 	KeepaliveInterval time.Duration
@@ -133,6 +148,10 @@ func (c *Config) defaults() {
 	setDur(&c.MaxWait, 120*time.Second)
 	setDur(&c.StartTimeout, 5*time.Minute)
 	setDur(&c.ExecGrace, 10*time.Second)
+	setDur(&c.ReadHeaderTimeout, 10*time.Second)
+	setDur(&c.ReadTimeout, 30*time.Second)
+	setDur(&c.WriteTimeout, 30*time.Second)
+	setDur(&c.IdleTimeout, 2*time.Minute)
 	setDur(&c.KeepaliveInterval, 15*time.Second)
 	setDur(&c.ReaperInterval, 30*time.Second)
 	setDur(&c.ReconcileInterval, 5*time.Minute)
@@ -161,6 +180,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("gateway: MaxHeaderBytes %d is below 4 KiB", c.MaxHeaderBytes)
 	case c.DefaultWait > c.MaxWait:
 		return errors.New("gateway: DefaultWait exceeds MaxWait")
+	case c.ReadHeaderTimeout < 0 || c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0:
+		return errors.New("gateway: ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout must be positive")
 	}
 	return nil
 }
@@ -346,6 +367,7 @@ func (s *Server) newEcho() *echo.Echo {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
+	e.Use(s.deadlines)
 	e.Use(s.hygiene)
 	e.Use(s.recoverPanics)
 	e.Use(s.observeRequests)
