@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -244,5 +245,64 @@ func TestExecsLongerThanTheTimeoutsAreNotCut(t *testing.T) {
 	r := h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"sleep", "1"}})
 	if r.status != http.StatusOK || r.json(t)["exit_code"] != float64(0) {
 		t.Fatalf("the JSON exec: %d %s", r.status, r.body)
+	}
+}
+
+// A client that stops reading its answer is cut at the write deadline:
+// the handler ends (its request is counted in the metrics) and the
+// connection closes before the whole file was sent.
+func TestAClientThatStopsReadingIsCut(t *testing.T) {
+	t.Parallel()
+	// Small socket buffers on both sides, so that a file of a few MiB
+	// cannot vanish into them.
+	h := harnessOf(t, gatewaytest.New(t, gatewaytest.Options{
+		Config: func(c *gateway.Config) { c.WriteTimeout = 300 * time.Millisecond },
+		HTTPServer: func(s *http.Server) {
+			s.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+				if tc, ok := c.(*net.TCPConn); ok {
+					_ = tc.SetWriteBuffer(8 << 10)
+				}
+				return ctx
+			}
+		},
+	}))
+	t0 := time.Now()
+	id, session := h.create(h.operator, nil)
+	const size = 2 << 20
+	defer func() { t.Logf("took %v", time.Since(t0)) }()
+	if r := h.do(http.MethodPut, "/v1/sandboxes/"+id+"/files?path=/workspace/big.bin", session, bytes.Repeat([]byte("z"), size)); r.status != http.StatusOK {
+		t.Fatalf("put: %d %s", r.status, r.body)
+	}
+	t.Logf("created and written after %v", time.Since(t0))
+	conn := dial(t, h)
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(4 << 10) // a small window: the gateway's writes block soon
+	}
+	if _, err := fmt.Fprintf(conn, "GET /v1/sandboxes/%s/files?path=/workspace/big.bin HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", id, session); err != nil {
+		t.Fatal(err)
+	}
+	// The client reads nothing until the gateway has finished the request.
+	done := func() bool {
+		m := h.do(http.MethodGet, "/metrics", "", nil)
+		for _, line := range strings.Split(string(m.body), "\n") {
+			if strings.HasPrefix(line, "sandgate_http_request_duration_seconds_count{") && strings.Contains(line, `method="GET"`) && strings.Contains(line, `route="/v1/sandboxes/:id/files"`) {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(failSafe); !done(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the GET of a client that reads nothing was still being written after %v", failSafe)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the metrics, not a tuned wait
+	}
+	t.Logf("the handler ended after %v", time.Since(t0))
+	if err := conn.SetReadDeadline(time.Now().Add(failSafe)); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.Copy(io.Discard, conn)
+	if got >= size {
+		t.Fatalf("the client received %d bytes, the whole file: it was not cut", got)
 	}
 }
