@@ -104,6 +104,7 @@ FUZZ_TARGETS := \
 	./render/fileops:FuzzParseAnswer \
 	./policies:FuzzParseInput \
 	./gateway/token:FuzzVerify \
+	./gateway/token:FuzzParseBearer \
 	./gateway/client:FuzzReadProblem \
 	./gateway/client:FuzzRetryAfter \
 	./nomad:FuzzReadTail \

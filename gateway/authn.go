@@ -3,7 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
-	"strings"
+	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -60,30 +60,9 @@ func callerOf(c echo.Context) *caller {
 // failure is a 503. Nothing downstream runs on an error.
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		h := c.Request().Header.Get(echo.HeaderAuthorization)
-		scheme, raw, ok := strings.Cut(h, " ")
-		if h == "" {
-			return unauthenticated("missing Authorization: Bearer <token> header")
-		}
-		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(raw) == "" {
-			return unauthenticated("the Authorization header must be \"Bearer <token>\"")
-		}
-		raw = strings.TrimSpace(raw)
-		claims, err := s.cfg.Tokens.Verify(raw)
+		claims, raw, err := s.bearerClaims(c.Request())
 		if err != nil {
-			var ve *token.VerifyError
-			detail := "the token is not valid"
-			if errors.As(err, &ve) {
-				detail = "the token is not valid: " + ve.Reason
-			}
-			if errors.Is(err, token.ErrExpired) {
-				p := newProblem(401, codeTokenExpired, "the token has expired; ask for a new one")
-				p.wwwAuth = `Bearer realm="sandgate", error="invalid_token"`
-				return p
-			}
-			p := unauthenticated(detail)
-			p.wwwAuth = `Bearer realm="sandgate", error="invalid_token"`
-			return p
+			return err
 		}
 		active, err := s.tokenActive(c, claims, raw)
 		if err != nil {
@@ -92,6 +71,41 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		c.Set(ctxCaller, &caller{claims: claims, active: active})
 		return next(c)
 	}
+}
+
+// bearerClaims reads the request's bearer token with token.ParseBearer,
+// the one parser of REST and /mcp, and verifies it. Any failure is a 401
+// problem with its WWW-Authenticate challenge: a missing header, any other
+// spelling than "Bearer", one space and the token (a tab, a no-break
+// space, two spaces, a trailing space, an empty token), and a token that
+// is forged, malformed or expired.
+func (s *Server) bearerClaims(r *http.Request) (token.Claims, string, error) {
+	raw, err := token.ParseBearer(r.Header.Get(echo.HeaderAuthorization))
+	switch {
+	case errors.Is(err, token.ErrNoAuthorization):
+		return token.Claims{}, "", unauthenticated("missing Authorization: Bearer <token> header")
+	case err != nil:
+		p := unauthenticated(`the Authorization header must be "Bearer <token>": the word Bearer, one space, the token, nothing else`)
+		p.wwwAuth = `Bearer realm="sandgate", error="invalid_request"`
+		return token.Claims{}, "", p
+	}
+	claims, err := s.cfg.Tokens.Verify(raw)
+	if err != nil {
+		if errors.Is(err, token.ErrExpired) {
+			p := newProblem(http.StatusUnauthorized, codeTokenExpired, "the token has expired; ask for a new one")
+			p.wwwAuth = `Bearer realm="sandgate", error="invalid_token"`
+			return token.Claims{}, "", p
+		}
+		detail := "the token is not valid"
+		var ve *token.VerifyError
+		if errors.As(err, &ve) {
+			detail = "the token is not valid: " + ve.Reason
+		}
+		p := unauthenticated(detail)
+		p.wwwAuth = `Bearer realm="sandgate", error="invalid_token"`
+		return token.Claims{}, "", p
+	}
+	return claims, raw, nil
 }
 
 // tokenActive decides, from the store, whether a verified token may still

@@ -151,7 +151,6 @@ func (s *Server) execStream(c echo.Context, rec store.Sandbox, cmd execwrap.Comm
 	argv := cmd.Args()
 	res := c.Response()
 	res.Header().Set(echo.HeaderContentType, "text/event-stream")
-	res.Header().Set("Cache-Control", "no-cache")
 	res.Header().Set("X-Accel-Buffering", "no")
 	res.WriteHeader(http.StatusOK)
 	ev := &sse{w: res}

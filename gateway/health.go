@@ -52,7 +52,6 @@ func createChoices(st policies.Settings) map[string][]string {
 // llmsTxt serves the guide for agents (docs/llms.txt): how to
 // authenticate, the lifecycle, exec, the errors, with lines to try.
 func llmsTxt(c echo.Context) error {
-	c.Response().Header().Set("Cache-Control", "no-cache")
 	return c.Blob(http.StatusOK, "text/plain; charset=utf-8", docs.LLMsTxt)
 }
 

@@ -45,7 +45,9 @@ func newRequestID() string {
 // hygiene runs first on every request, routed or not. It gives the request
 // a server-generated id (a caller's well-formed X-Request-Id is kept
 // beside it as the client's, never in its place), refuses oversized
-// headers with 431, and sets the headers every answer carries.
+// headers with 431, and sets the headers every answer carries
+// (Cache-Control: no-store among them, set again as the answer's header
+// is written, so no handler can weaken it).
 func (s *Server) hygiene(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id := newRequestID()
@@ -54,6 +56,11 @@ func (s *Server) hygiene(next echo.HandlerFunc) echo.HandlerFunc {
 		h.Set(echo.HeaderXRequestID, id)
 		h.Set(echo.HeaderXContentTypeOptions, "nosniff")
 		h.Set("Cache-Control", "no-store")
+		// Whatever a handler set meanwhile (the MCP SDK's "no-cache,
+		// no-transform", a stream's own), every answer leaves with
+		// no-store: any of them may carry a token or a sandbox's output
+		// (docs/api.md, Caching).
+		c.Response().Before(func() { h.Set("Cache-Control", "no-store") })
 		req := c.Request()
 		if cid := req.Header.Get(echo.HeaderXRequestID); clientRequestIDPattern.MatchString(cid) {
 			c.Set(ctxClientRequestID, cid)

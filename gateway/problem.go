@@ -98,6 +98,7 @@ const (
 	codeWriteFailed       = "write_failed"
 	codeImageLacksTools   = "image_lacks_tools"
 	codeFilesTimeout      = "files_timeout"
+	codeRequestTimeout    = "request_timeout"
 )
 
 var problemTitles = map[string]string{ //nolint:gosec // G101: titles of error codes, not credentials
@@ -139,6 +140,7 @@ var problemTitles = map[string]string{ //nolint:gosec // G101: titles of error c
 	codeWriteFailed:       "The sandbox's filesystem refused the write",
 	codeImageLacksTools:   "The image lacks the tools file operations need",
 	codeFilesTimeout:      "The file operation timed out",
+	codeRequestTimeout:    "The request body did not arrive in time",
 }
 
 func newProblem(status int, code, detail string) *Problem {
@@ -227,6 +229,12 @@ func (s *Server) handleError(err error, c echo.Context) {
 		return
 	}
 	p := fromError(err)
+	if bodyTimedOut(c) {
+		// Whatever the handler made of its failed read (a 400, a
+		// cancelled context), the cause is the client's body.
+		p = requestTimeout()
+		c.Response().Header().Set(echo.HeaderConnection, "close")
+	}
 	out := *p
 	out.RequestID = requestIDOf(c)
 	if out.Status >= 500 || out.cause != nil {

@@ -252,9 +252,11 @@ func FuzzSandboxPathID(f *testing.F) {
 
 // FuzzAuthorizationHeader: any Authorization value on GET /v1/sandboxes.
 // {op}, {agent}, {session} and {revoked} stand for this process's tokens.
-// Only "Bearer" (any case), one space and a recorded, unrevoked token
-// (surrounding white space aside) authenticates; everything else is a 401
-// with its challenge that never echoes the value.
+// Only "Bearer" (any ASCII case), exactly one space and a recorded,
+// unrevoked token, with nothing before or after (no tab, no no-break
+// space, no second space, no trailing white space), authenticates: the
+// one rule of token.ParseBearer, which /mcp shares. Everything else is a
+// 401 with its challenge that never echoes the value.
 func FuzzAuthorizationHeader(f *testing.F) {
 	p := newPipeline(f)
 	f.Fuzz(func(t *testing.T, value string) {
@@ -264,8 +266,7 @@ func FuzzAuthorizationHeader(f *testing.F) {
 		}
 		h := p.expand(value)
 		scheme, raw, cut := strings.Cut(h, " ")
-		raw = strings.TrimSpace(raw)
-		bearer := cut && strings.EqualFold(scheme, "Bearer")
+		bearer := cut && len(scheme) == len("Bearer") && strings.EqualFold(scheme, "Bearer")
 		switch {
 		case bearer && (raw == p.tokens["{op}"] || raw == p.tokens["{agent}"]):
 			if a.status != http.StatusOK {

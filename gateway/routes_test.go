@@ -78,26 +78,26 @@ func TestEveryNonPublicRouteIsRefusedWithoutATokenAndWhenThePolicyDenies(t *test
 		path = strings.ReplaceAll(path, "*", "app.js")
 		if selfAuthenticated[rt.Path] {
 			for _, tok := range []string{"", "not-a-jwt"} {
-				if r := open.do(rt.Method, path, tok, `{}`); r.status != http.StatusUnauthorized {
-					t.Errorf("%s %s with token %q: %d, want 401", rt.Method, rt.Path, tok, r.status)
-				}
+				r := open.do(rt.Method, path, tok, `{}`)
+				checkRefusedUnauthenticated(t, rt.Method+" "+rt.Path+" with token "+tok, r)
 			}
 			continue
 		}
 		if publicPaths[rt.Path] {
-			if r := open.do(rt.Method, path, "", nil); r.status != http.StatusOK {
+			r := open.do(rt.Method, path, "", nil)
+			if r.status != http.StatusOK {
 				t.Errorf("public %s %s: %d", rt.Method, rt.Path, r.status)
 			}
+			checkNoStore(t, rt.Method+" "+rt.Path, r)
 			continue
 		}
 		seen++
 		r := open.do(rt.Method, path, "", `{}`)
-		if r.status != http.StatusUnauthorized {
-			t.Errorf("%s %s without a token: %d, want 401", rt.Method, rt.Path, r.status)
-		}
+		checkRefusedUnauthenticated(t, rt.Method+" "+rt.Path+" without a token", r)
 		r = open.do(rt.Method, path, "not-a-jwt", `{}`)
-		if r.status != http.StatusUnauthorized {
-			t.Errorf("%s %s with a malformed token: %d, want 401", rt.Method, rt.Path, r.status)
+		checkRefusedUnauthenticated(t, rt.Method+" "+rt.Path+" with a malformed token", r)
+		if ok := open.do(rt.Method, strings.ReplaceAll(rt.Path, ":id", sbx), open.operator, `{}`); ok.status != 0 {
+			checkNoStore(t, rt.Method+" "+rt.Path+" with the operator's token", ok)
 		}
 		body := `{}`
 		if strings.HasSuffix(rt.Path, "/exec") {
@@ -113,10 +113,38 @@ func TestEveryNonPublicRouteIsRefusedWithoutATokenAndWhenThePolicyDenies(t *test
 		if !strings.Contains(string(r.body), `"rule_ids"`) || !strings.Contains(string(r.body), `"decision_id"`) {
 			t.Errorf("%s %s: the refusal names no rule or decision: %s", rt.Method, rt.Path, r.body)
 		}
+		checkNoStore(t, rt.Method+" "+rt.Path+" refused by the policy", r)
 	}
 	if seen < 7 {
 		t.Fatalf("only %d protected routes walked", seen)
 	}
+}
+
+// checkNoStore: every answer of the gateway, whatever the route, the
+// status or the handler, says Cache-Control: no-store (docs/api.md,
+// Caching): any of them may carry a token, a sandbox's output or a file.
+func checkNoStore(t *testing.T, what string, r response) {
+	t.Helper()
+	if got := r.header.Values("Cache-Control"); len(got) != 1 || got[0] != "no-store" {
+		t.Errorf("%s: Cache-Control %q, want exactly no-store", what, got)
+	}
+}
+
+// checkRefusedUnauthenticated: a 401 is a problem document with a Bearer
+// challenge, on REST and on /mcp alike, and says no-store.
+func checkRefusedUnauthenticated(t *testing.T, what string, r response) {
+	t.Helper()
+	if r.status != http.StatusUnauthorized {
+		t.Errorf("%s: %d, want 401: %s", what, r.status, r.body)
+		return
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("%s: Content-Type %q, want application/problem+json: %s", what, ct, r.body)
+	}
+	if ch := r.header.Get("WWW-Authenticate"); !strings.HasPrefix(ch, `Bearer realm="sandgate"`) {
+		t.Errorf("%s: WWW-Authenticate %q, want a Bearer challenge", what, ch)
+	}
+	checkNoStore(t, what, r)
 }
 
 // A decision of the wrong shape (here: no violations) is an engine error,

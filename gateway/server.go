@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -84,6 +83,21 @@ type Config struct {
 	// ExecGrace is added to an exec's timeout before the gateway gives up
 	// on the stream (the in-sandbox timeout fires first); default 10 s.
 	ExecGrace time.Duration
+	// ReadHeaderTimeout bounds reading a request's line and headers;
+	// default 10 s (http.read_header_timeout in docs/runbook.md).
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds the time the gateway waits for a request's body:
+	// the count runs while it waits for the client, and starts again with
+	// every 64 KiB of a file upload; past it the answer is 408
+	// request_timeout. Default 30 s (http.read_timeout).
+	ReadTimeout time.Duration
+	// WriteTimeout bounds each write of an answer to the client (a
+	// stream gets a new bound with each write); default 30 s
+	// (http.write_timeout).
+	WriteTimeout time.Duration
+	// IdleTimeout is how long a kept-alive connection may wait for its
+	// next request; default 2 min (http.idle_timeout).
+	IdleTimeout time.Duration
 	// KeepaliveInterval is how often a streaming exec (SSE) of a quiet
 	// command sends a keepalive event; default 15 s.
 	KeepaliveInterval time.Duration
@@ -138,6 +152,10 @@ func (c *Config) defaults() {
 	setDur(&c.MaxWait, 120*time.Second)
 	setDur(&c.StartTimeout, 5*time.Minute)
 	setDur(&c.ExecGrace, 10*time.Second)
+	setDur(&c.ReadHeaderTimeout, 10*time.Second)
+	setDur(&c.ReadTimeout, 30*time.Second)
+	setDur(&c.WriteTimeout, 30*time.Second)
+	setDur(&c.IdleTimeout, 2*time.Minute)
 	setDur(&c.KeepaliveInterval, 15*time.Second)
 	setDur(&c.ReaperInterval, 30*time.Second)
 	setDur(&c.ReconcileInterval, 5*time.Minute)
@@ -167,6 +185,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("gateway: MaxHeaderBytes %d is below 4 KiB", c.MaxHeaderBytes)
 	case c.DefaultWait > c.MaxWait:
 		return errors.New("gateway: DefaultWait exceeds MaxWait")
+	case c.ReadHeaderTimeout < 0 || c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0:
+		return errors.New("gateway: ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout must be positive")
 	}
 	return c.Policy.validate()
 }
@@ -233,44 +253,53 @@ func openAPI(c echo.Context) error {
 	return c.Blob(http.StatusOK, "application/json", b)
 }
 
-// serveMCP is /mcp (package mcpserver).
+// serveMCP is /mcp (package mcpserver). The bearer token is read by the
+// one parser of every route (token.ParseBearer) and checked as every route
+// checks it, before the transport: a header of any other spelling, a
+// forged or expired token, and a token that is revoked or whose sandbox
+// has ended open no session, with the same 401 problem document and
+// WWW-Authenticate challenge as REST (a 503 when the store cannot be
+// read). The SDK's own bearer check, which splits on any white space,
+// then only ever sees the canonical spelling.
 func (s *Server) serveMCP(c echo.Context) error {
-	// A validly signed token that is revoked, or whose sandbox has ended,
-	// opens no session: refused here as every route refuses it, before the
-	// transport (which checks the signature and expiry itself, and answers
-	// a missing or bad token with its own 401).
-	if scheme, raw, ok := strings.Cut(c.Request().Header.Get(echo.HeaderAuthorization), " "); ok && strings.EqualFold(scheme, "Bearer") {
-		raw = strings.TrimSpace(raw)
-		if claims, err := s.cfg.Tokens.Verify(raw); err == nil {
-			active, _, _, err := s.activeToken(c.Request().Context(), claims, raw)
-			switch {
-			case err != nil:
-				return unavailable("the token store could not be read; nothing was changed", err)
-			case !active:
-				p := unauthenticated("the token is revoked, or its sandbox has ended")
-				p.wwwAuth = `Bearer realm="sandgate", error="invalid_token"`
-				return p
-			}
-		}
+	claims, raw, err := s.bearerClaims(c.Request())
+	if err != nil {
+		return err
+	}
+	active, _, _, err := s.activeToken(c.Request().Context(), claims, raw)
+	switch {
+	case err != nil:
+		return unavailable("the token store could not be read; nothing was changed", err)
+	case !active:
+		p := unauthenticated("the token is revoked, or its sandbox has ended")
+		p.wwwAuth = `Bearer realm="sandgate", error="invalid_token"`
+		return p
 	}
 	s.mcp.ServeHTTP(c.Response(), c.Request())
 	return nil
 }
 
-// verifyBearer checks a bearer token's signature and expiry for /mcp and
-// names its principal. serveMCP has already refused a token the store no
-// longer holds as active; the REST route each tool call makes decides
-// again, and what the token may do.
-func (s *Server) verifyBearer(_ context.Context, raw string) (string, time.Time, error) {
+// verifyBearer checks a bearer token's signature and expiry for /mcp,
+// names its principal and says which routes the route table of the bundle
+// in force lets it call (tools/list offers only those tools). serveMCP
+// has already refused a token the store no longer holds as active; the
+// REST route each tool call makes decides again, and what the token may do.
+func (s *Server) verifyBearer(_ context.Context, raw string) (mcpserver.Caller, error) {
 	claims, err := s.cfg.Tokens.Verify(raw)
 	if err != nil {
-		return "", time.Time{}, err
+		return mcpserver.Caller{}, err
 	}
 	var exp time.Time
 	if claims.ExpiresAt != nil {
 		exp = claims.ExpiresAt.Time
 	}
-	return (&caller{claims: claims}).principal(), exp, nil
+	st := s.cfg.Engine.Settings()
+	role, scopes := string(claims.Role), claims.Scopes
+	return mcpserver.Caller{
+		Principal: (&caller{claims: claims}).principal(),
+		Expires:   exp,
+		MayCall:   func(method, route string) bool { return st.RouteOpen(method, route, role, scopes) },
+	}, nil
 }
 
 // Handler returns the HTTP handler of the API.
@@ -345,6 +374,7 @@ func (s *Server) newEcho() *echo.Echo {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
+	e.Use(s.deadlines)
 	e.Use(s.hygiene)
 	e.Use(s.recoverPanics)
 	e.Use(s.observeRequests)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -32,6 +33,9 @@ type Settings struct {
 	Roles map[string]RoleSettings `json:"roles"`
 	// Capabilities are what GET /v1/capabilities advertises (C1).
 	Capabilities []string `json:"capabilities"`
+	// Routes is the route table of T2 and C1: method, then Echo route
+	// template, then who may call it.
+	Routes RouteTable `json:"routes"`
 	// Enforcement maps a rule id of the authz or admission decision to its
 	// mode (ModeWarn, ModeDryRun); a rule not named is ModeDeny.
 	Enforcement map[string]string `json:"enforcement"`
@@ -50,6 +54,42 @@ func (s Settings) RoleScopes(role string) []string {
 		return nil
 	}
 	return append([]string(nil), r.Scopes...)
+}
+
+// RouteTable is the route table of T2 and C1: method, then Echo route
+// template, then who may call it.
+type RouteTable map[string]map[string]RouteSettings
+
+// UnmarshalJSON reads a route table of the shape above; one of any other
+// shape (an older bundle's) reads as empty, which opens no route to
+// RouteOpen. The policy judges the table it has either way.
+func (t *RouteTable) UnmarshalJSON(b []byte) error {
+	var m map[string]map[string]RouteSettings
+	if err := json.Unmarshal(b, &m); err != nil {
+		m = nil
+	}
+	*t = m
+	return nil
+}
+
+// RouteSettings is one entry of the route table (T2, C1).
+type RouteSettings struct {
+	Capability string   `json:"capability"`
+	Scope      string   `json:"scope"`
+	Roles      []string `json:"roles"`
+	Target     string   `json:"target"`
+}
+
+// RouteOpen reports whether the route table lets a token of role with
+// scopes call method on route (an Echo route template) while the route's
+// capability is advertised: the conditions of T2's route-table rule and
+// of C1, read from the same data. It serves to offer a caller only what
+// it may use (the MCP tools a token lists); the policy still decides each
+// request, and may refuse more (a sandbox of another principal, say).
+func (s Settings) RouteOpen(method, route, role string, scopes []string) bool {
+	r, ok := s.Routes[method][route]
+	return ok && slices.Contains(r.Roles, role) && slices.Contains(scopes, r.Scope) &&
+		slices.Contains(s.Capabilities, r.Capability)
 }
 
 // SessionScopes returns the scopes of a session token.

@@ -61,6 +61,8 @@ type gatewayOptions struct {
 	// PolicyLimits bound dry runs and candidate replays (policy.evaluate,
 	// policy.replay); runGateway sets the replay worker.
 	PolicyLimits gateway.PolicyLimits
+	// HTTP are the connection deadlines (zero: the gateway's defaults).
+	HTTP httpDeadlines
 	// Nodes are enrolled (or re-enrolled) at start.
 	Nodes []store.Node
 	// Ready, when set, is called once the listener is open.
@@ -68,6 +70,13 @@ type gatewayOptions struct {
 	// ListenHint says how to choose another address when Listen cannot
 	// be bound (the flag or the config field of the command).
 	ListenHint string
+}
+
+// httpDeadlines are the connection deadlines of the API server
+// (gateway.Config ReadHeaderTimeout, ReadTimeout, WriteTimeout,
+// IdleTimeout); zero means the gateway's default.
+type httpDeadlines struct {
+	ReadHeader, Read, Write, Idle time.Duration
 }
 
 // listenHint is what to do when the listen address cannot be bound.
@@ -194,6 +203,7 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 		Logger: log, ReaperInterval: o.ReaperInterval, ReconcileInterval: o.ReconcileInterval,
 		ReclaimInterval: o.ReclaimInterval, Retention: o.Retention, StartTimeout: o.StartTimeout, Namespace: ncfg.Namespace,
 		Simulated: o.Simulated, Version: version, LogInputs: o.DecisionInputs, Policy: policyLimits,
+		ReadHeaderTimeout: o.HTTP.ReadHeader, ReadTimeout: o.HTTP.Read, WriteTimeout: o.HTTP.Write, IdleTimeout: o.HTTP.Idle,
 	})
 	if err != nil {
 		return err
@@ -218,8 +228,7 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 		}
 	}
 
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		MaxHeaderBytes: gateway.ServerHeaderLimit(gateway.DefaultMaxHeaderBytes)}
+	hs := srv.HTTPServer()
 	if o.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
 		if err != nil {

@@ -109,6 +109,19 @@ type serveConfig struct {
 	// placed but not running) before it is failed, its job purged and its
 	// budget released (default "5m").
 	StartTimeout duration `json:"start_timeout"`
+	// HTTP are the API server's connection deadlines (docs/runbook.md):
+	// ReadHeaderTimeout (default "10s") bounds a request's headers;
+	// ReadTimeout (default "30s") the time spent waiting for a request's
+	// body (408 past it; a file upload restarts it with every 64 KiB);
+	// WriteTimeout (default "30s") each write of an answer to a client
+	// that does not read; IdleTimeout (default "2m") a kept-alive
+	// connection between requests.
+	HTTP struct {
+		ReadHeaderTimeout duration `json:"read_header_timeout"`
+		ReadTimeout       duration `json:"read_timeout"`
+		WriteTimeout      duration `json:"write_timeout"`
+		IdleTimeout       duration `json:"idle_timeout"`
+	} `json:"http"`
 	// DecisionLog rotation: size in bytes and rotated files kept.
 	DecisionLog struct {
 		MaxBytes int64 `json:"max_bytes"`
@@ -176,6 +189,15 @@ func loadServeConfig(path string) (gatewayOptions, error) {
 	if c.Policy.VerificationKey != "" && c.Policy.BundleFile == "" {
 		problems = append(problems, "policy.verification_key verifies a policy.bundle_file, and none is given")
 	}
+	for _, d := range []struct {
+		name string
+		d    duration
+	}{{"http.read_header_timeout", c.HTTP.ReadHeaderTimeout}, {"http.read_timeout", c.HTTP.ReadTimeout},
+		{"http.write_timeout", c.HTTP.WriteTimeout}, {"http.idle_timeout", c.HTTP.IdleTimeout}} {
+		if d.d < 0 {
+			problems = append(problems, d.name+" must be positive (or absent for its default)")
+		}
+	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		problems = append(problems, "tls.cert_file and tls.key_file go together")
 	}
@@ -218,6 +240,10 @@ func loadServeConfig(path string) (gatewayOptions, error) {
 			ReplayTimeout:       time.Duration(c.Policy.Replay.Timeout), ReplayMaxBytes: c.Policy.Replay.MaxBytes,
 			ReplayConcurrency: c.Policy.Replay.Concurrency, ReplayMemoryBytes: c.Policy.Replay.MemoryBytes,
 			ReplayCPU: time.Duration(c.Policy.Replay.CPUTime),
+		},
+		HTTP: httpDeadlines{
+			ReadHeader: time.Duration(c.HTTP.ReadHeaderTimeout), Read: time.Duration(c.HTTP.ReadTimeout),
+			Write: time.Duration(c.HTTP.WriteTimeout), Idle: time.Duration(c.HTTP.IdleTimeout),
 		},
 	}
 	if err := o.PolicyLimits.Check(); err != nil {

@@ -46,6 +46,7 @@ func TestServeConfigIsReadStrictly(t *testing.T) {
 	  "reaper_interval":"10s","reconcile_interval":"1m","retention":"48h","start_timeout":"90s",
 	  "policy":{"evaluate":{"timeout":"3s","max_bytes":65536,"concurrency":4},
 	    "replay":{"timeout":"2m","max_bytes":2097152,"concurrency":2,"memory_bytes":536870912,"cpu_time":"30s"}},
+	  "http":{"read_header_timeout":"5s","read_timeout":"20s","write_timeout":"40s","idle_timeout":"1m"},
 	  "nodes":[{"name":"w1","egress":true,"max_sandboxes":4}]}`
 	o, err := loadServeConfig(writeConfig(t, good))
 	if err != nil {
@@ -53,6 +54,7 @@ func TestServeConfigIsReadStrictly(t *testing.T) {
 	}
 	if o.Nomad.Token != "s3cr3t" || o.Nomad.Timeout != 3*time.Second || o.ReaperInterval != 10*time.Second ||
 		o.Retention != 48*time.Hour || o.StartTimeout != 90*time.Second ||
+		o.HTTP != (httpDeadlines{ReadHeader: 5 * time.Second, Read: 20 * time.Second, Write: 40 * time.Second, Idle: time.Minute}) ||
 		len(o.Nodes) != 1 || o.Nodes[0].Enrollment != "sandbox+egress" || o.Nodes[0].MaxSandboxes != 4 {
 		t.Fatalf("parsed %+v", o)
 	}
@@ -71,6 +73,7 @@ func TestServeConfigIsReadStrictly(t *testing.T) {
 		{"a node without a name", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"nodes":[{}]}`, "nodes[].name"},
 		{"a policy dir and a bundle file", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"policy":{"dir":"p","bundle_file":"b"}}`, "give one"},
 		{"both names of the policy dir", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"policy_dir":"p","policy":{"dir":"q"}}`, "keep policy.dir"},
+		{"a negative read timeout", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"http":{"read_timeout":"-1s"}}`, "http.read_timeout must be positive"},
 		{"a verification key without a bundle file", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"policy":{"dir":"p","verification_key":"k"}}`, "verifies a policy.bundle_file"},
 	}
 	for _, c := range cases {

@@ -76,12 +76,10 @@ var assets = sync.OnceValues(loadAssets)
 func Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		serve(w, r, "index.html", "no-store")
+		serve(w, r, "index.html")
 	})
 	mux.HandleFunc("GET /ui/{file}", func(w http.ResponseWriter, r *http.Request) {
-		// no-cache: the browser revalidates, so a gateway upgrade is
-		// picked up on the next load.
-		serve(w, r, r.PathValue("file"), "no-cache")
+		serve(w, r, r.PathValue("file"))
 	})
 	return securityHeaders(mux)
 }
@@ -97,28 +95,26 @@ func securityHeaders(next http.Handler) http.Handler {
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
 		h.Set("Cross-Origin-Resource-Policy", "same-origin")
 		h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=(), usb=()")
+		// no-store on every answer, as on every answer of the gateway
+		// (docs/api.md, Caching): one rule with no exception to
+		// remember; a gateway upgrade is picked up on the next load.
+		h.Set("Cache-Control", "no-store")
 		next.ServeHTTP(w, r)
 	})
 }
 
 // serve writes one embedded file by exact name, or a plain 404.
-func serve(w http.ResponseWriter, r *http.Request, name, cacheControl string) {
+func serve(w http.ResponseWriter, r *http.Request, name string) {
 	all, err := assets()
 	if err != nil {
-		w.Header().Set("Cache-Control", "no-store")
 		http.Error(w, "dashboard assets unavailable", http.StatusInternalServerError)
 		return
 	}
 	a, ok := all[name]
 	if !ok || strings.ContainsAny(name, "/\\") {
-		w.Header().Set("Cache-Control", "no-store")
 		http.NotFound(w, r)
 		return
 	}
-	if name == "index.html" {
-		cacheControl = "no-store"
-	}
 	w.Header().Set("Content-Type", a.contentType)
-	w.Header().Set("Cache-Control", cacheControl)
 	http.ServeContent(w, r, a.name, time.Time{}, bytes.NewReader(a.data))
 }

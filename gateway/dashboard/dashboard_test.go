@@ -32,9 +32,9 @@ func TestTheHandlerServesThePageAndItsAssets(t *testing.T) {
 		name, target, contentType, cache, contains string
 	}{
 		{"the root is the page, never cached", "/", "text/html; charset=utf-8", "no-store", `<script type="module" src="/ui/app.js">`},
-		{"the entry script is JavaScript", "/ui/app.js", "text/javascript; charset=utf-8", "no-cache", "/v1/capabilities"},
-		{"a module is JavaScript", "/ui/argv.js", "text/javascript; charset=utf-8", "no-cache", "export function parseArgv"},
-		{"the style sheet is CSS", "/ui/style.css", "text/css; charset=utf-8", "no-cache", ".banner.simulated"},
+		{"the entry script is JavaScript", "/ui/app.js", "text/javascript; charset=utf-8", "no-store", "/v1/capabilities"},
+		{"a module is JavaScript", "/ui/argv.js", "text/javascript; charset=utf-8", "no-store", "export function parseArgv"},
+		{"the style sheet is CSS", "/ui/style.css", "text/css; charset=utf-8", "no-store", ".banner.simulated"},
 		{"the page is never cached by any name", "/ui/index.html", "text/html; charset=utf-8", "no-store", "gateway-info"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -167,7 +167,9 @@ func New(t testing.TB, o Options) *Gateway {
 		g.closers = append(g.closers, func() { stop(); <-done })
 	}
 	if !o.NoListener {
-		api := httptest.NewUnstartedServer(g.Server.Handler())
+		// The http.Server of `sandgate serve`, with its deadlines.
+		api := httptest.NewUnstartedServer(nil)
+		api.Config = g.Server.HTTPServer()
 		if o.HTTPServer != nil {
 			o.HTTPServer(api.Config)
 		}

@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -40,44 +41,118 @@ type Config struct {
 	// API returns the gateway's REST handler (called per tool call: the
 	// handler is built after this endpoint).
 	API func() http.Handler
-	// Verify checks a bearer token's signature and expiry and names its
-	// principal ("<role>:<sub>"). The gateway refuses a token it no longer
-	// holds as active before this endpoint; what the token may do is
-	// decided per tool call by the REST route.
-	Verify func(ctx context.Context, raw string) (principal string, expires time.Time, err error)
+	// Verify checks a bearer token's signature and expiry and says who it
+	// is and which routes it may call. The gateway has refused, before
+	// this endpoint, any Authorization header that is not "Bearer", one
+	// space and a token, and any token it no longer holds as active; what
+	// the token may do is decided per tool call by the REST route.
+	Verify func(ctx context.Context, raw string) (Caller, error)
 	// Version is the gateway's version, reported to clients.
 	Version string
 }
 
+// Caller is a verified token as /mcp sees it.
+type Caller struct {
+	// Principal is "<role>:<sub>".
+	Principal string
+	// Expires is the token's expiry.
+	Expires time.Time
+	// MayCall reports whether the route table of the policy in force lets
+	// this token call method on route (an Echo route template such as
+	// /v1/sandboxes/:id): tools/list offers a tool only when it does, so a
+	// session token is not offered create_sandbox, which T2 refuses it.
+	// The policy still decides every call. Nil offers no tool.
+	MayCall func(method, route string) bool
+}
+
+// Tool is one tool of /mcp and the REST route each of its calls makes.
+type Tool struct {
+	Name string
+	// Method and Route are the REST route, as in the policy's route table.
+	Method, Route string
+	add           func(*mcp.Server, *mcp.Tool)
+	tool          *mcp.Tool
+}
+
+// Tools lists every tool /mcp has, with its route; a token is offered
+// those whose route its Caller.MayCall allows.
+func Tools() []Tool { return tools{}.defs() }
+
+func (t tools) defs() []Tool {
+	const filesRoute = "/v1/sandboxes/:id/files"
+	return []Tool{
+		{Name: "create_sandbox", Method: http.MethodPost, Route: "/v1/sandboxes", add: addTool(t.createSandbox), tool: &mcp.Tool{Description: "Create a disposable Linux sandbox (POST /v1/sandboxes). " +
+			"Returns the sandbox record with its id and a session token for that one sandbox, shown once."}},
+		{Name: "sandbox_status", Method: http.MethodGet, Route: "/v1/sandboxes/:id", add: addTool(t.status), tool: &mcp.Tool{Description: "Read a sandbox's record: state, expiry, node, profile (GET /v1/sandboxes/{id})."}},
+		{Name: "exec", Method: http.MethodPost, Route: "/v1/sandboxes/:id/exec", add: addTool(t.exec), tool: &mcp.Tool{Description: "Run a command in a sandbox as an argument vector, no shell unless argv names one " +
+			"(POST /v1/sandboxes/{id}/exec). A non-zero exit, a timeout and truncated output are data in the result, not errors."}},
+		{Name: "logs", Method: http.MethodGet, Route: "/v1/sandboxes/:id/logs", add: addTool(t.logs), tool: &mcp.Tool{Description: "Read a bounded tail of the sandbox's main task output (GET /v1/sandboxes/{id}/logs)."}},
+		{Name: "read_file", Method: http.MethodGet, Route: filesRoute, add: addTool(t.readFile), tool: &mcp.Tool{Description: "Read a regular file in a sandbox (GET /v1/sandboxes/{id}/files). " +
+			"Returns its size, mode and a window of its bytes: at most max_bytes (default 64 KiB, at most 512 KiB) from offset, as utf-8 text or base64. " +
+			"truncated and next_offset say when the file goes on: call again from next_offset to read a file of any size in windows."}},
+		{Name: "write_file", Method: http.MethodPut, Route: filesRoute, add: addTool(t.writeFile), tool: &mcp.Tool{Description: "Write a whole file in a sandbox, atomically, creating its parent directories (PUT /v1/sandboxes/{id}/files). " +
+			"Paths are absolute under /workspace or /tmp. content is utf-8 text, or base64 with encoding base64; the MCP request carries at most 1 MiB, so a larger file goes over the REST route. " +
+			"Returns the written file's size, mode and modification time."}},
+		{Name: "list_files", Method: http.MethodGet, Route: filesRoute, add: addTool(t.listFiles), tool: &mcp.Tool{Description: "List a directory in a sandbox (GET /v1/sandboxes/{id}/files): " +
+			"entries with name, type (file, dir, symlink, other), size, mode and modified_at; truncated and total say when it holds more than the policy's files.max_list_entries."}},
+		{Name: "destroy_sandbox", Method: http.MethodDelete, Route: "/v1/sandboxes/:id", add: addTool(t.destroy), tool: &mcp.Tool{Description: "Destroy a sandbox and revoke its session token (DELETE /v1/sandboxes/{id})."}},
+	}
+}
+
+// addTool registers a typed tool handler under the tool it is given.
+func addTool[In any](h mcp.ToolHandlerFor[In, any]) func(*mcp.Server, *mcp.Tool) {
+	return func(srv *mcp.Server, tl *mcp.Tool) { mcp.AddTool(srv, tl, h) }
+}
+
 // Handler returns the /mcp endpoint: bearer authentication, then the MCP
-// streamable HTTP transport (stateless, JSON answers) and the tools.
+// streamable HTTP transport (stateless, JSON answers) and the tools the
+// caller's token may use (Caller.MayCall). One MCP server is built per
+// distinct set of tools and kept.
 func Handler(cfg Config) http.Handler {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "sandgate", Version: cfg.Version}, nil)
-	t := tools{cfg: cfg}
-	mcp.AddTool(srv, &mcp.Tool{Name: "create_sandbox", Description: "Create a disposable Linux sandbox (POST /v1/sandboxes). " +
-		"Returns the sandbox record with its id and a session token for that one sandbox, shown once."}, t.createSandbox)
-	mcp.AddTool(srv, &mcp.Tool{Name: "sandbox_status", Description: "Read a sandbox's record: state, expiry, node, profile (GET /v1/sandboxes/{id})."}, t.status)
-	mcp.AddTool(srv, &mcp.Tool{Name: "exec", Description: "Run a command in a sandbox as an argument vector, no shell unless argv names one " +
-		"(POST /v1/sandboxes/{id}/exec). A non-zero exit, a timeout and truncated output are data in the result, not errors."}, t.exec)
-	mcp.AddTool(srv, &mcp.Tool{Name: "logs", Description: "Read a bounded tail of the sandbox's main task output (GET /v1/sandboxes/{id}/logs)."}, t.logs)
-	mcp.AddTool(srv, &mcp.Tool{Name: "read_file", Description: "Read a regular file in a sandbox (GET /v1/sandboxes/{id}/files). " +
-		"Returns its size, mode and a window of its bytes: at most max_bytes (default 64 KiB, at most 512 KiB) from offset, as utf-8 text or base64. " +
-		"truncated and next_offset say when the file goes on: call again from next_offset to read a file of any size in windows."}, t.readFile)
-	mcp.AddTool(srv, &mcp.Tool{Name: "write_file", Description: "Write a whole file in a sandbox, atomically, creating its parent directories (PUT /v1/sandboxes/{id}/files). " +
-		"Paths are absolute under /workspace or /tmp. content is utf-8 text, or base64 with encoding base64; the MCP request carries at most 1 MiB, so a larger file goes over the REST route. " +
-		"Returns the written file's size, mode and modification time."}, t.writeFile)
-	mcp.AddTool(srv, &mcp.Tool{Name: "list_files", Description: "List a directory in a sandbox (GET /v1/sandboxes/{id}/files): " +
-		"entries with name, type (file, dir, symlink, other), size, mode and modified_at; truncated and total say when it holds more than the policy's files.max_list_entries."}, t.listFiles)
-	mcp.AddTool(srv, &mcp.Tool{Name: "destroy_sandbox", Description: "Destroy a sandbox and revoke its session token (DELETE /v1/sandboxes/{id})."}, t.destroy)
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	defs := tools{cfg: cfg}.defs()
+	var servers sync.Map // uint64 mask of defs -> *mcp.Server
+	serverFor := func(r *http.Request) *mcp.Server {
+		var mask uint64
+		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+			if may, _ := ti.Extra[mayCallKey].(func(string, string) bool); may != nil {
+				for i, d := range defs {
+					if may(d.Method, d.Route) {
+						mask |= 1 << i
+					}
+				}
+			}
+		}
+		if srv, ok := servers.Load(mask); ok {
+			return srv.(*mcp.Server)
+		}
+		// The tools capability always: a token offered no tool (a
+		// reviewer's) lists none, rather than being told there are no
+		// tools to list. A stateless server never changes its list.
+		srv := mcp.NewServer(&mcp.Implementation{Name: "sandgate", Version: cfg.Version}, &mcp.ServerOptions{
+			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+		})
+		for i, d := range defs {
+			if mask&(1<<i) != 0 {
+				tl := *d.tool
+				tl.Name = d.Name
+				d.add(srv, &tl)
+			}
+		}
+		got, _ := servers.LoadOrStore(mask, srv)
+		return got.(*mcp.Server)
+	}
+	h := mcp.NewStreamableHTTPHandler(serverFor, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
 	return auth.RequireBearerToken(func(ctx context.Context, raw string, _ *http.Request) (*auth.TokenInfo, error) {
-		principal, exp, err := cfg.Verify(ctx, raw)
+		c, err := cfg.Verify(ctx, raw)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", auth.ErrInvalidToken, err)
 		}
-		return &auth.TokenInfo{UserID: principal, Expiration: exp, Extra: map[string]any{rawTokenKey: raw}}, nil
+		return &auth.TokenInfo{UserID: c.Principal, Expiration: c.Expires, Extra: map[string]any{rawTokenKey: raw, mayCallKey: c.MayCall}}, nil
 	}, nil)(h)
 }
+
+// mayCallKey holds the caller's Caller.MayCall in its TokenInfo.
+const mayCallKey = "sandgate.may_call"
 
 // rawTokenKey holds the caller's token in its TokenInfo, for the REST
 // request each tool call makes.
