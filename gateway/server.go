@@ -321,8 +321,8 @@ func (s *Server) routes() []route {
 		{method: http.MethodDelete, path: "/v1/hosts/:node/enrollment", handler: s.unenrollHost},
 		{method: http.MethodPost, path: "/v1/hosts/:node/state", handler: s.setHostState, body: func() requestBody { return &stateRequest{} }},
 
-		{method: http.MethodPost, path: "/v1/tokens", handler: s.mintToken, body: func() requestBody { return &mintRequest{} }},
-		{method: http.MethodGet, path: "/v1/tokens", handler: s.listTokens},
+		{method: http.MethodPost, path: routeTokens, handler: s.mintToken, body: func() requestBody { return &mintRequest{} }},
+		{method: http.MethodGet, path: routeTokens, handler: s.listTokens},
 		{method: http.MethodDelete, path: "/v1/tokens/:jti", handler: s.revokeToken},
 
 		{method: http.MethodGet, path: "/v1/decisions", handler: s.listDecisions},
