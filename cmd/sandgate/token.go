@@ -186,17 +186,31 @@ func newTokenListCmd(a *apiFlags) *cobra.Command {
 				fmt.Fprintln(w, "no tokens")
 				return nil
 			}
-			t := newTable(w, "ID", "ROLE", "SUBJECT", "LABEL", "CREATED", "EXPIRES", "LAST USED", "REVOKED", "QUOTA")
-			for _, tk := range list {
-				quota := ""
-				if tk.Quota != nil {
-					quota = strconv.FormatInt(tk.Quota.MaxLiveSandboxes, 10)
+			if a.wide() {
+				t := newTable(w, "ID", "ROLE", "SUBJECT", "LABEL", "CREATED", "EXPIRES", "LAST USED", "REVOKED", "QUOTA")
+				for _, tk := range list {
+					t.row(tk.ID, tk.Role, tk.Subject, tk.Label, tk.CreatedAt, tk.ExpiresAt, tk.LastUsed, tk.RevokedAt, quotaText(tk.Quota))
 				}
-				t.row(tk.ID, tk.Role, tk.Subject, tk.Label, tk.CreatedAt, tk.ExpiresAt, tk.LastUsed, tk.RevokedAt, quota)
+				return t.flush()
+			}
+			// 100 columns: times relative to now, the creation time in -o
+			// wide; the subject and label are cut to fit.
+			now := time.Now()
+			t := newTable(w, "ID", "ROLE", "SUBJECT", "LABEL", "EXPIRES", "LAST USED", "REVOKED", "QUOTA").fit(maxTableWidth, 2, 3)
+			for _, tk := range list {
+				t.row(tk.ID, tk.Role, tk.Subject, tk.Label, ago(tk.ExpiresAt, now), ago(tk.LastUsed, now), ago(tk.RevokedAt, now), quotaText(tk.Quota))
 			}
 			return t.flush()
 		},
 	}
+}
+
+// quotaText is an agent token's quota, "" without one.
+func quotaText(q *client.Quota) string {
+	if q == nil {
+		return ""
+	}
+	return strconv.FormatInt(q.MaxLiveSandboxes, 10)
 }
 
 func newTokenRevokeCmd(a *apiFlags) *cobra.Command {
