@@ -209,6 +209,7 @@ func New(cfg Config) (*Server, error) {
 	for _, r := range s.routes() {
 		m.routes[r.path] = true
 	}
+	m.initSeries(cfg.Engine.Rules())
 	s.nodes = newNodeCache(cfg.Nomad, 2*time.Second, cfg.Now)
 	s.taskName = render.DefaultConfig().TaskName
 	s.replaying = make(chan struct{}, 1)
