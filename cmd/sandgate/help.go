@@ -2,6 +2,7 @@ package main
 
 import (
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -18,7 +19,7 @@ import (
 // setUsageTemplate makes root and every command under it render its flags
 // through flagUsages.
 func setUsageTemplate(root *cobra.Command) {
-	cobra.AddTemplateFunc("flagUsages", flagUsages)
+	addTemplateFuncs()
 	t := root.UsageTemplate()
 	for _, set := range []string{"LocalFlags", "InheritedFlags"} {
 		t = strings.ReplaceAll(t, "{{."+set+".FlagUsages |", "{{flagUsages ."+set+" |")
@@ -53,3 +54,10 @@ type plainBool struct{ v pflag.Value }
 func (b plainBool) String() string     { return b.v.String() }
 func (b plainBool) Set(s string) error { return b.v.Set(s) }
 func (b plainBool) Type() string       { return b.v.Type() }
+
+// addTemplateFuncs registers the template functions once: cobra keeps them
+// in a package map, and tests build root commands in parallel.
+var addTemplateFuncs = sync.OnceFunc(func() {
+	cobra.AddTemplateFunc("flagUsages", flagUsages)
+	cobra.AddTemplateFunc("versionText", versionText)
+})

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -108,21 +109,20 @@ func newVersionCmd() *cobra.Command {
 // addVersionFlag gives root --version (and -v), printing what `sandgate
 // version` prints.
 func addVersionFlag(root *cobra.Command) {
+	addTemplateFuncs()
 	root.Version = version
 	root.Flags().BoolP("version", "v", false, "print the version, the commit and the embedded policy bundle's revision")
 	root.SetVersionTemplate(`{{versionText}}`)
-	cobra.AddTemplateFunc("versionText", func() (string, error) {
-		v, err := buildVersion()
-		if err != nil {
-			return "", err
-		}
-		var b bytesBuffer
-		err = writeVersion(&b, v)
-		return string(b), err
-	})
 }
 
-// bytesBuffer is a minimal io.Writer into a byte slice.
-type bytesBuffer []byte
-
-func (b *bytesBuffer) Write(p []byte) (int, error) { *b = append(*b, p...); return len(p), nil }
+// versionText is the version as writeVersion writes it (the --version
+// template).
+func versionText() (string, error) {
+	v, err := buildVersion()
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	err = writeVersion(&b, v)
+	return b.String(), err
+}
