@@ -26,9 +26,15 @@ run-nomad: build
 	./deploy/images/build.sh busybox=$(LOCAL_IMAGE)
 	$(BUILD)/sandgate dev --nomad-agent $(NOMAD_BIN) --image $(LOCAL_IMAGE) $(RUN_ARGS)
 
+# VERSION and the git commit are stamped into the binary (`sandgate version`);
+# the commit is left to Go's vcs stamp when git cannot say.
+VERSION ?= dev
+COMMIT  := $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION)$(if $(COMMIT), -X main.commit=$(COMMIT))
+
 build:
 	@mkdir -p $(BUILD)
-	$(GO) build -o $(BUILD)/sandgate ./cmd/sandgate
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BUILD)/sandgate ./cmd/sandgate
 
 ## test: everything CI checks; fails on the first failing step
 test: system-deps gofmt-check vet policy lint go-test

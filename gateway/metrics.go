@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"sandgate/nomad"
 	"sandgate/policies"
 	"sandgate/store"
 )
@@ -111,6 +112,58 @@ func newMetrics(reg *prometheus.Registry, st store.Store) (*metrics, error) {
 	return m, nil
 }
 
+// endReasons are the reasons a sandbox ends with (end_reason, the reason
+// label of sandgate_sandboxes_ended_total); a test holds the list to the
+// reasons the gateway's code passes.
+var endReasons = []string{
+	"destroyed", "expired", "reclaimed", "lost", "disk_quota", "job_missing",
+	"register_failed", "placement_failed", "placement_unknown", "start_timeout",
+}
+
+// reconcileActions are the action label's values of
+// sandgate_reconcile_actions_total.
+var reconcileActions = []string{"orphan_job_purged", "record_ended"}
+
+// initSeries gives every labelled series whose label values are known at
+// start its zero, so that each metric docs/api.md names is on /metrics
+// from the first scrape (a counter that has not fired is 0, not missing,
+// and rate() and alerts see it start). rules are the bundle's, for the
+// violations' rule and mode labels. The request histogram's status label
+// has no known set: its series appear with the first answered request.
+func (m *metrics) initSeries(rules []policies.Rule) {
+	for _, ep := range policies.EntrypointNames() {
+		m.decisionTime.WithLabelValues(ep)
+		for _, result := range []string{"allow", "deny", "error"} {
+			m.decisions.WithLabelValues(ep, result)
+		}
+	}
+	for _, r := range rules {
+		mode := r.Mode
+		if mode == "" {
+			mode = policies.ModeDeny
+		}
+		m.violations.WithLabelValues(string(r.Entrypoint), r.ID, mode, "deny")
+		if mode != policies.ModeDeny { // a softened rule's violation may come with an allow
+			m.violations.WithLabelValues(string(r.Entrypoint), r.ID, mode, "allow")
+		}
+	}
+	for _, op := range nomad.Ops() {
+		m.nomadTime.WithLabelValues(op)
+		m.nomadErrors.WithLabelValues(op)
+	}
+	for _, reason := range endReasons {
+		m.reaped.WithLabelValues(reason)
+	}
+	for _, a := range reconcileActions {
+		m.reconcileFixes.WithLabelValues(a)
+	}
+	for _, cause := range []string{"signal", "file", "other"} {
+		for _, result := range []string{"applied", "refused"} {
+			m.reloads.WithLabelValues(cause, result)
+		}
+	}
+}
+
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
@@ -161,6 +214,9 @@ func (s *Server) ObservePolicyReload(cause string, took time.Duration, refused b
 	}
 	s.metrics.reloads.WithLabelValues(cause, result).Inc()
 	s.metrics.reloadTime.Observe(took.Seconds())
+	if !refused { // the new bundle's rules get their violation series
+		s.metrics.initSeries(s.cfg.Engine.Rules())
+	}
 }
 
 // ObserveNomad is the nomad.Config.Observe hook: latency and errors per call.

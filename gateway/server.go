@@ -235,6 +235,7 @@ func New(cfg Config) (*Server, error) {
 	for _, r := range s.routes() {
 		m.routes[r.path] = true
 	}
+	m.initSeries(cfg.Engine.Rules())
 	s.nodes = newNodeCache(cfg.Nomad, 2*time.Second, cfg.Now)
 	s.taskName = render.DefaultConfig().TaskName
 	s.evaluating = make(semaphore, cfg.Policy.EvaluateConcurrency)
@@ -357,8 +358,8 @@ func (s *Server) routes() []route {
 		{method: http.MethodDelete, path: "/v1/hosts/:node/enrollment", handler: s.unenrollHost},
 		{method: http.MethodPost, path: "/v1/hosts/:node/state", handler: s.setHostState, body: func() requestBody { return &stateRequest{} }},
 
-		{method: http.MethodPost, path: "/v1/tokens", handler: s.mintToken, body: func() requestBody { return &mintRequest{} }},
-		{method: http.MethodGet, path: "/v1/tokens", handler: s.listTokens},
+		{method: http.MethodPost, path: routeTokens, handler: s.mintToken, body: func() requestBody { return &mintRequest{} }},
+		{method: http.MethodGet, path: routeTokens, handler: s.listTokens},
 		{method: http.MethodDelete, path: "/v1/tokens/:jti", handler: s.revokeToken},
 
 		{method: http.MethodGet, path: "/v1/decisions", handler: s.listDecisions},

@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"regexp"
 	"strings"
@@ -18,12 +21,20 @@ import (
 )
 
 // Operator and agent tokens: minted, listed and revoked by operators
-// (SPEC T4). The policy judges the mint request (T4: role and lifetime; B3:
-// the agent quota) before the handler runs.
+// (rule T4). The policy judges the mint request (T4: role, lifetime, label
+// and subject; B3: the agent quota) before the handler runs, and the
+// offline mint (DecideOfflineMint) takes the same decision on the same
+// input.
 
-// subjectPattern bounds a token's subject: it names a principal in records
-// and logs ("<role>:<sub>"), so no colon and no spaces.
-var subjectPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$`)
+// routeTokens is the route of the tokens API.
+const routeTokens = "/v1/tokens"
+
+// subjectFloor is what the gateway itself demands of a subject, whatever
+// the policy's tokens.subject_pattern says (T4 judges the pattern; this
+// only adds a refusal): a subject names a principal as "<role>:<sub>" in
+// records, filters and logs, so no colon, no white space, no control
+// character, and a bounded length.
+var subjectFloor = regexp.MustCompile(`^[^:\s\x00-\x1f\x7f]{1,128}$`)
 
 // mintRequest is POST /v1/tokens.
 type mintRequest struct {
@@ -37,14 +48,77 @@ type mintRequest struct {
 func (r *mintRequest) required() bool { return true }
 
 func (r *mintRequest) policyBody() policies.RequestBody {
-	return policies.RequestBody{Role: r.Role, TTLSeconds: r.TTLSeconds, Label: r.Label, Quota: r.Quota}
+	return policies.RequestBody{Role: r.Role, TTLSeconds: r.TTLSeconds, Label: r.Label, Subject: r.Subject, Quota: r.Quota}
 }
 
 func (r *mintRequest) check(*Server) error {
-	if r.Subject != nil && !subjectPattern.MatchString(*r.Subject) {
-		return invalid("subject", "must match %s", subjectPattern)
+	if r.Subject != nil && !subjectFloor.MatchString(*r.Subject) {
+		return invalid("subject", "must be 1 to 128 characters without a colon, white space or control characters (T4: tokens.subject_pattern)")
 	}
 	return nil
+}
+
+// mintInput builds the authz input of POST /v1/tokens for req minted by
+// caller, through the route's own body decoding (decodeBody,
+// mintRequest.policyBody): the input the REST route builds for the same
+// request.
+func mintInput(now time.Time, caller *policies.TokenFacts, req TokenRequest) (policies.AuthzInput, *mintRequest, error) {
+	doc := map[string]any{"role": string(req.Role), "ttl_seconds": int64(math.Ceil(req.TTL.Seconds()))}
+	if req.Subject != "" {
+		doc["subject"] = req.Subject
+	}
+	if req.Label != "" {
+		doc["label"] = req.Label
+	}
+	if req.MaxLiveSandboxes != 0 {
+		doc["quota"] = map[string]any{"max_live_sandboxes": req.MaxLiveSandboxes}
+	}
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return policies.AuthzInput{}, nil, err
+	}
+	body := &mintRequest{}
+	if err := decodeBody(bytes.NewReader(raw), body); err != nil {
+		return policies.AuthzInput{}, nil, err
+	}
+	return policies.AuthzInput{
+		Now:     now.Unix(),
+		Request: policies.Request{Method: http.MethodPost, Route: routeTokens, Body: body.policyBody()},
+		Token:   caller,
+	}, body, nil
+}
+
+// OfflineCaller is the principal of an offline mint (sandgate token mint
+// --offline): whoever holds the data dir's signing key, presented to the
+// policy as an active operator token with the operator role's scopes, so
+// T2 judges the route as for an operator and T4 and B3 judge the body.
+const OfflineCaller = "offline"
+
+// DecideOfflineMint takes the decision POST /v1/tokens would take on req
+// (data.sandgate.authz.decision on the same input shape, built by the same
+// code), for a mint made with the signing key while the gateway is
+// stopped. A deny is a Decision with Allow false; an error means the
+// policy could not decide or the request is malformed, and is a refusal
+// too (fail closed). Only an allowed decision may be followed by MintToken.
+func DecideOfflineMint(ctx context.Context, eng *policies.Engine, now time.Time, req TokenRequest) (policies.Decision, error) {
+	caller := &policies.TokenFacts{
+		Role: string(token.RoleOperator), Sub: OfflineCaller, Scopes: eng.Settings().RoleScopes(string(token.RoleOperator)),
+		Exp: now.Add(time.Minute).Unix(), JTI: OfflineCaller, Active: true,
+	}
+	in, body, err := mintInput(now, caller, req)
+	if err != nil {
+		return policies.Decision{}, err
+	}
+	d, err := eng.Decide(ctx, policies.Authz, in.Value())
+	if err != nil {
+		return d, fmt.Errorf("the policy could not decide; nothing was minted (fail closed): %w", err)
+	}
+	if d.Allow {
+		if err := body.check(nil); err != nil {
+			return d, err
+		}
+	}
+	return d, nil
 }
 
 // tokenView is a token's metadata as the API shows it; Token (the secret)
@@ -105,6 +179,9 @@ func MintToken(ctx context.Context, iss *token.Issuer, st store.Store, s policie
 	}
 	if req.Subject == "" {
 		req.Subject = string(req.Role) + "-" + strings.ToLower(rand.Text()[:8])
+	}
+	if !subjectFloor.MatchString(req.Subject) {
+		return "", store.Token{}, fmt.Errorf("mint: subject %q has a colon, white space or control characters, or is longer than 128", req.Subject)
 	}
 	raw, claims, err := iss.Mint(token.MintRequest{
 		Role: req.Role, Subject: req.Subject, Scopes: s.RoleScopes(string(req.Role)), TTL: req.TTL, Label: req.Label,

@@ -1,11 +1,16 @@
 package gateway_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"sandgate/gateway"
+	"sandgate/gateway/token"
+	"sandgate/policies"
 	"sandgate/store"
 )
 
@@ -71,6 +76,10 @@ func TestMintRequestsAreJudgedByThePolicy(t *testing.T) {
 		{"a ttl past a year", map[string]any{"role": "operator", "ttl_seconds": 40000000}, "T4"},
 		{"a quota for an operator", map[string]any{"role": "operator", "ttl_seconds": 3600, "quota": map[string]any{"max_live_sandboxes": 1}}, "B3"},
 		{"a quota past the ceiling", map[string]any{"role": "agent", "ttl_seconds": 3600, "quota": map[string]any{"max_live_sandboxes": 1000}}, "B3"},
+		{"a subject with a colon", map[string]any{"role": "agent", "ttl_seconds": 3600, "subject": "a:b"}, "T4"},
+		{"a subject with a space", map[string]any{"role": "agent", "ttl_seconds": 3600, "subject": "a b"}, "T4"},
+		{"a label of 300 bytes", map[string]any{"role": "agent", "ttl_seconds": 3600, "label": strings.Repeat("a", 300)}, "T4"},
+		{"the attacker's operator token of a century", attackerMint, "T4"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -78,8 +87,6 @@ func TestMintRequestsAreJudgedByThePolicy(t *testing.T) {
 			expectProblem(t, h.do(http.MethodPost, "/v1/tokens", h.operator, c.body), http.StatusForbidden, "policy_denied", c.rule)
 		})
 	}
-	expectProblem(t, h.do(http.MethodPost, "/v1/tokens", h.operator, map[string]any{"role": "agent", "ttl_seconds": 3600, "subject": "a:b"}),
-		http.StatusBadRequest, "invalid_request")
 	expectProblem(t, h.do(http.MethodPost, "/v1/tokens", h.operator, nil), http.StatusBadRequest, "invalid_request")
 	agent := h.mint("agent", "agent-a")
 	expectProblem(t, h.do(http.MethodPost, "/v1/tokens", agent, map[string]any{"role": "agent", "ttl_seconds": 3600}),
@@ -161,5 +168,71 @@ func TestRecentDecisionsShowRuleIDsNewestFirst(t *testing.T) {
 	}
 	for _, q := range []string{"0", "1001", "x"} {
 		expectProblem(t, h.do(http.MethodGet, "/v1/decisions?limit="+q, h.operator, nil), http.StatusBadRequest, "invalid_request")
+	}
+}
+
+// attackerMint is what issue 21 recorded offline: an operator token valid
+// for 100 years, with the subject "atk2:sub with space" and a 300-byte label.
+var attackerMint = map[string]any{
+	"role": "operator", "ttl_seconds": 100 * 365 * 24 * 3600, "subject": "atk2:sub with space", "label": strings.Repeat("x", 300),
+}
+
+// The offline mint (sandgate token mint --offline) takes the decision POST
+// /v1/tokens takes: the same rules refuse the same requests, and allow the
+// same.
+func TestTheOfflineMintIsDecidedAsTheTokensRouteDecides(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	eng, err := policies.New(t.Context(), policies.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		req  gateway.TokenRequest
+		body map[string]any
+	}{
+		{"the attacker's mint", gateway.TokenRequest{Role: token.RoleOperator, Subject: "atk2:sub with space", Label: strings.Repeat("x", 300), TTL: 100 * 365 * 24 * time.Hour}, attackerMint},
+		{"a century alone", gateway.TokenRequest{Role: token.RoleOperator, TTL: 100 * 365 * 24 * time.Hour},
+			map[string]any{"role": "operator", "ttl_seconds": 100 * 365 * 24 * 3600}},
+		{"a colon alone", gateway.TokenRequest{Role: token.RoleAgent, Subject: "agent:ci", TTL: time.Hour},
+			map[string]any{"role": "agent", "ttl_seconds": 3600, "subject": "agent:ci"}},
+		{"a long label alone", gateway.TokenRequest{Role: token.RoleReviewer, Label: strings.Repeat("é", 65), TTL: time.Hour},
+			map[string]any{"role": "reviewer", "ttl_seconds": 3600, "label": strings.Repeat("é", 65)}},
+		{"a ttl too short", gateway.TokenRequest{Role: token.RoleAgent, TTL: 10 * time.Second},
+			map[string]any{"role": "agent", "ttl_seconds": 10}},
+		{"a session token", gateway.TokenRequest{Role: "session", TTL: time.Hour},
+			map[string]any{"role": "session", "ttl_seconds": 3600}},
+		{"a good operator token", gateway.TokenRequest{Role: token.RoleOperator, Subject: "alice@example.org", Label: "first", TTL: 24 * time.Hour},
+			map[string]any{"role": "operator", "ttl_seconds": 24 * 3600, "subject": "alice@example.org", "label": "first"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			d, err := gateway.DecideOfflineMint(t.Context(), eng, time.Now(), c.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := h.do(http.MethodPost, "/v1/tokens", h.operator, c.body)
+			if d.Allow {
+				if r.status != http.StatusCreated {
+					t.Fatalf("offline allowed, the route answered %d: %s", r.status, r.body)
+				}
+				return
+			}
+			expectProblem(t, r, http.StatusForbidden, "policy_denied", d.RuleIDs()...)
+			var p struct{ Violations []policies.Violation }
+			if err := json.Unmarshal(r.body, &p); err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Violations) != len(d.Violations) {
+				t.Fatalf("offline violations %v, the route's %v", d.Violations, p.Violations)
+			}
+			for i := range d.Violations {
+				if p.Violations[i].Rule != d.Violations[i].Rule || p.Violations[i].Msg != d.Violations[i].Msg {
+					t.Fatalf("offline violations %v, the route's %v", d.Violations, p.Violations)
+				}
+			}
+		})
 	}
 }

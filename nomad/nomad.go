@@ -46,6 +46,13 @@ const (
 	OpServers        = "servers"
 )
 
+// Ops returns the name of every operation the Client reports to
+// Config.Observe (the gateway gives each its metric series at start).
+func Ops() []string {
+	return []string{OpPing, OpNodes, OpNode, OpNodeUsage, OpRegister, OpJob, OpListJobs, OpPurge,
+		OpWaitPlacement, OpAllocation, OpJobAllocations, OpExec, OpLogs, OpServers, OpTaskDirUsage}
+}
+
 // Client talks to one Nomad cluster on behalf of the gateway. It is safe for
 // concurrent use.
 type Client struct {

@@ -88,9 +88,10 @@ type RequestBody struct {
 	// MaxOutputBytes is the cap the caller asks for each output stream (E2).
 	MaxOutputBytes *int64 `json:"max_output_bytes,omitempty"`
 	// token mint (ttl_seconds above)
-	Role  *string    `json:"role,omitempty"`
-	Label *string    `json:"label,omitempty"`
-	Quota *MintQuota `json:"quota,omitempty"`
+	Role    *string    `json:"role,omitempty"`
+	Label   *string    `json:"label,omitempty"`
+	Subject *string    `json:"subject,omitempty"`
+	Quota   *MintQuota `json:"quota,omitempty"`
 }
 
 // MintQuota is the quota asked for a minted agent token (B3).
@@ -198,6 +199,7 @@ func (b *RequestBody) value() ast.Object {
 	putStringPtr(o, "workdir", b.Workdir)
 	putStringPtr(o, "role", b.Role)
 	putStringPtr(o, "label", b.Label)
+	putStringPtr(o, "subject", b.Subject)
 	if b.Quota != nil {
 		q := ast.NewObjectWithCapacity(1)
 		putIntPtr(q, "max_live_sandboxes", b.Quota.MaxLiveSandboxes)

@@ -40,7 +40,7 @@ func TestTheHandBuiltAuthzInputEqualsItsJSON(t *testing.T) {
 					Profile: ptr("strict"), Network: ptr("none"), TTLSeconds: ptr[int64](3600), CPUMHz: ptr[int64](500),
 					MemoryMB: ptr[int64](512), Image: ptr("ubuntu:24.04"), Node: ptr("w1"), ReissueToken: ptr(true),
 					Argv: []string{"echo", "hi"}, TimeoutSeconds: ptr[int64](30), StdinBytes: ptr[int64](0), EnvCount: ptr[int64](2),
-					EnvBytes: ptr[int64](9), EnvNames: []string{"HOME"}, Workdir: ptr("/workspace"), MaxOutputBytes: ptr[int64](1024), Role: ptr("agent"), Label: ptr("ci"),
+					EnvBytes: ptr[int64](9), EnvNames: []string{"HOME"}, Workdir: ptr("/workspace"), MaxOutputBytes: ptr[int64](1024), Role: ptr("agent"), Label: ptr("ci"), Subject: ptr("ci-agent"),
 					Quota: &MintQuota{MaxLiveSandboxes: ptr[int64](3)},
 				},
 			},

@@ -25,7 +25,8 @@ const defaultAddr = "http://127.0.0.1:8080"
 
 // Output formats of the API commands.
 const (
-	outputTable = "table"
+	outputTable = "table" // the columns that fit 100 columns of a terminal
+	outputWide  = "wide"  // every column, at full width
 	outputJSON  = "json"
 )
 
@@ -49,7 +50,7 @@ func addAPIFlags(cmd *cobra.Command) *apiFlags {
 	f.StringVar(&a.addr, "addr", addr, "gateway URL (env "+envAddr+")")
 	f.StringVar(&a.token, "token", "", "bearer token (default: env "+envToken+"; a flag is visible to other local users, prefer the env or --token-file)")
 	f.StringVar(&a.tokenFile, "token-file", "", "read the bearer token from this file")
-	f.StringVarP(&a.output, "output", "o", outputTable, "output format: table or json")
+	f.StringVarP(&a.output, "output", "o", outputTable, "output format: table (fits 100 columns), wide (every column) or json")
 	return a
 }
 
@@ -76,8 +77,8 @@ func (a *apiFlags) resolveToken() (string, error) {
 
 // client checks the output format and builds the API client.
 func (a *apiFlags) client() (*client.Client, error) {
-	if a.output != outputTable && a.output != outputJSON {
-		return nil, fmt.Errorf("-o/--output must be table or json, not %q", a.output)
+	if a.output != outputTable && a.output != outputWide && a.output != outputJSON {
+		return nil, fmt.Errorf("-o/--output must be table, wide or json, not %q", a.output)
 	}
 	tok, err := a.resolveToken()
 	if err != nil {
@@ -95,6 +96,9 @@ func (a *apiFlags) client() (*client.Client, error) {
 
 // json reports whether -o json was asked for.
 func (a *apiFlags) json() bool { return a.output == outputJSON }
+
+// wide reports whether -o wide was asked for.
+func (a *apiFlags) wide() bool { return a.output == outputWide }
 
 // interruptible is the command's context, cancelled by Ctrl-C or SIGTERM.
 func interruptible(cmd *cobra.Command) (context.Context, context.CancelFunc) {
@@ -128,7 +132,21 @@ func apiError(a *apiFlags, err error) error {
 //	403 policy_denied: T2: session token is bound to another sandbox
 //	rules: T2
 //	decision: 5f0c...
-type problemError struct{ p *client.Problem }
+type problemError struct {
+	p *client.Problem
+	// hint is what the command adds for this problem (withHint).
+	hint string
+}
+
+// withHint adds hint to the problem err carries when its code is code: a
+// command names its own flag where the API's detail names the REST form.
+func withHint(err error, code, hint string) error {
+	var pe *problemError
+	if errors.As(err, &pe) && pe.p.Code == code {
+		pe.hint = hint
+	}
+	return err
+}
 
 func (e *problemError) Unwrap() error { return e.p }
 
@@ -155,6 +173,9 @@ func (e *problemError) Error() string {
 	}
 	if p.Status == 401 {
 		fmt.Fprintf(&b, "\nhint: check --token, --token-file or %s", envToken)
+	}
+	if e.hint != "" {
+		fmt.Fprintf(&b, "\nhint: %s", e.hint)
 	}
 	return b.String()
 }

@@ -321,6 +321,3 @@ func reloadPolicy(ctx context.Context, hup <-chan os.Signal, engine *policies.En
 	}()
 	return done
 }
-
-// version is set at build time (-ldflags "-X main.version=...").
-var version = "dev"

@@ -49,6 +49,16 @@ func percent(u *client.HostUsage, mem bool) string {
 	return strconv.FormatFloat(v, 'f', 1, 64)
 }
 
+// budgetFigures are a node's live sandboxes, CPU and memory as "used/limit"
+// (the live count alone for a node without a budget).
+func budgetFigures(live int64, b client.HostBudget) (sbx, cpu, mem string) {
+	l, u := b.Limits, b.Used
+	if l == (client.BudgetLimits{}) {
+		return strconv.FormatInt(live, 10), "-", "-"
+	}
+	return fmt.Sprintf("%d/%d", u.Sandboxes, l.MaxSandboxes), fmt.Sprintf("%d/%d", u.CPUMHz, l.CPUMHz), fmt.Sprintf("%d/%d", u.MemoryMB, l.MemoryMB)
+}
+
 // budgetText is "1/10 sbx, 500/8000 MHz, 512/16384 MB" (used/limit), "-"
 // for a node without a budget.
 func budgetText(b client.HostBudget) string {
@@ -97,10 +107,21 @@ func newHostListCmd(a *apiFlags) *cobra.Command {
 				fmt.Fprintln(w, "no nodes: Nomad lists no client node and none is enrolled")
 				return nil
 			}
-			t := newTable(w, "NAME", "ENROLLMENT", "STATE", "NOMAD", "ARCH", "MEM%", "DISK%", "SANDBOXES", "BUDGET")
+			if a.wide() {
+				t := newTable(w, "NAME", "ENROLLMENT", "STATE", "NOMAD", "ARCH", "MEM%", "DISK%", "SANDBOXES", "BUDGET")
+				for _, h := range hosts {
+					t.row(h.Name, h.Enrollment, h.State, nomadText(h.Nomad), h.Architecture,
+						percent(h.Usage, true), percent(h.Usage, false), strconv.FormatInt(h.LiveSandboxes, 10), budgetText(h.Budget))
+				}
+				return t.flush()
+			}
+			// 100 columns: the budget as used/limit figures without units,
+			// the architecture in -o wide; the name and Nomad's status are
+			// cut to fit.
+			t := newTable(w, "NAME", "ENROLLMENT", "STATE", "NOMAD", "MEM%", "DISK%", "SANDBOXES", "CPU MHZ", "MEMORY MB").fit(maxTableWidth, 0, 3, 1)
 			for _, h := range hosts {
-				t.row(h.Name, h.Enrollment, h.State, nomadText(h.Nomad), h.Architecture,
-					percent(h.Usage, true), percent(h.Usage, false), strconv.FormatInt(h.LiveSandboxes, 10), budgetText(h.Budget))
+				sbx, cpu, mem := budgetFigures(h.LiveSandboxes, h.Budget)
+				t.row(h.Name, h.Enrollment, h.State, nomadText(h.Nomad), percent(h.Usage, true), percent(h.Usage, false), sbx, cpu, mem)
 			}
 			return t.flush()
 		},
@@ -184,7 +205,8 @@ func newHostUnenrollCmd(a *apiFlags) *cobra.Command {
 			}
 			ch, err := c.Unenroll(cmd.Context(), args[0], reclaim)
 			if err != nil {
-				return apiError(a, err)
+				return withHint(apiError(a, err), "sandboxes_live",
+					"sandgate host unenroll "+args[0]+" --reclaim destroys them first, then unenrolls (R2)")
 			}
 			return printChange(cmd, a, ch)
 		},

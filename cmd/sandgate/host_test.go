@@ -16,12 +16,16 @@ func TestTheHostCommandsListEnrollFreezeAndUnenroll(t *testing.T) {
 
 	code, out, stderr := g.cli(t, op, "host", "list")
 	lines := strings.Split(strings.TrimSpace(mustOK(t, code, out, stderr)), "\n")
-	wantHeader := []string{"NAME", "ENROLLMENT", "STATE", "NOMAD", "ARCH", "MEM%", "DISK%", "SANDBOXES", "BUDGET"}
+	wantHeader := []string{"NAME", "ENROLLMENT", "STATE", "NOMAD", "MEM%", "DISK%", "SANDBOXES", "CPU", "MHZ", "MEMORY", "MB"}
 	if !slices.Equal(strings.Fields(lines[0]), wantHeader) || len(lines) != 4 {
 		t.Fatalf("host list:\n%s", out)
 	}
-	if !regexp.MustCompile(`(?m)^worker-2 +sandbox\+egress +active +ready +arm64 `).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^worker-2 +sandbox\+egress +active +ready +[0-9.]+ +[0-9.]+ +0/10 +0/8000 +0/16384$`).MatchString(out) {
 		t.Fatalf("host list lacks worker-2's row:\n%s", out)
+	}
+	code, out, stderr = g.cli(t, op, "host", "list", "-o", "wide")
+	if mustOK(t, code, out, stderr); !regexp.MustCompile(`(?m)^worker-2 +sandbox\+egress +active +ready +arm64 .* 0/10 sbx, 0/8000 MHz, 0/16384 MB$`).MatchString(out) {
+		t.Fatalf("host list -o wide lacks worker-2's row:\n%s", out)
 	}
 	code, out, stderr = g.cli(t, op, "host", "list", "-o", "json")
 	hosts := decodeJSON[struct{ Hosts []client.Host }](t, mustOK(t, code, out, stderr)).Hosts
@@ -66,6 +70,10 @@ func TestTheHostCommandsListEnrollFreezeAndUnenroll(t *testing.T) {
 	code, _, stderr = g.cli(t, op, "host", "unenroll", "worker-1")
 	if code != exitDenied || !strings.HasPrefix(stderr, "sandgate: 409 ") || !strings.Contains(stderr, "\nrules: R2\n") {
 		t.Fatalf("unenroll with a live sandbox: exit %d\n%s", code, stderr)
+	}
+	// the CLI names its flag, not the REST query (issue 21)
+	if !strings.Contains(stderr, "\nhint: sandgate host unenroll worker-1 --reclaim destroys them first") || strings.Contains(stderr, "reclaim=true") {
+		t.Fatalf("unenroll with a live sandbox does not hint --reclaim:\n%s", stderr)
 	}
 	code, out, stderr = g.cli(t, op, "host", "unenroll", "worker-1", "--reclaim", "-o", "json")
 	ch := decodeJSON[client.HostChange](t, mustOK(t, code, out, stderr))

@@ -15,7 +15,7 @@ import (
 func newIsolationCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "isolation",
-		Short: "The host isolation bundle of egress workers (SPEC I1-I4)",
+		Short: "The host isolation bundle of egress workers (rules I1-I4, docs/runbook.md)",
 	}
 	cmd.AddCommand(newIsolationRenderCmd())
 	return cmd

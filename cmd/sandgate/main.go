@@ -73,7 +73,10 @@ func newRootCmd() *cobra.Command {
 	}
 	root.SetFlagErrorFunc(suggestFlag)
 	root.AddCommand(newRenderCmd(), newPolicyCmd(), newDemoCmd(), newDevCmd(), newServeCmd(), newTokenCmd(), newIsolationCmd(),
-		newSandboxCmd(), newHostCmd())
+		newSandboxCmd(), newHostCmd(), newVersionCmd())
+	addVersionFlag(root)
+	setUsageTemplate(root)
 	refuseUnknownSubcommands(root)
+	explainArgErrors(root)
 	return root
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
+	"unicode/utf8"
 
 	"sandgate/gateway/client"
 )
@@ -20,27 +22,142 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// maxTableWidth is the width a default table (-o table) keeps to, so that
+// it reads in a terminal of 100 columns; -o wide shows every column at its
+// full width, -o json everything.
+const maxTableWidth = 100
+
+// columnGap is the space between two columns.
+const columnGap = 2
+
+// minCutWidth is the narrowest a cut column becomes.
+const minCutWidth = 8
+
 // table writes aligned columns; call flush when done.
-type table struct{ tw *tabwriter.Writer }
+type table struct {
+	w    io.Writer
+	rows [][]string
+	// width, when positive, is the widest a line may be: the columns in
+	// cut are shortened (widest first, the cut marked with "…") until the
+	// lines fit.
+	width int
+	cut   []int
+}
 
 func newTable(w io.Writer, header ...string) *table {
-	t := &table{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
+	t := &table{w: w}
 	if len(header) > 0 {
 		t.row(header...)
 	}
 	return t
 }
 
-// row writes one line; a cell's tabs and newlines become spaces so that
-// no value (a label, an error text) can break the columns.
-func (t *table) row(cells ...string) {
-	for i, c := range cells {
-		cells[i] = cell(c)
-	}
-	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
+// fit makes the table keep to width columns by shortening the columns cut
+// (indexes), as far as minCutWidth each.
+func (t *table) fit(width int, cut ...int) *table {
+	t.width, t.cut = width, cut
+	return t
 }
 
-func (t *table) flush() error { return t.tw.Flush() }
+// row adds one line; a cell's tabs and newlines become spaces so that no
+// value (a label, an error text) can break the columns.
+func (t *table) row(cells ...string) {
+	r := make([]string, len(cells))
+	for i, c := range cells {
+		r[i] = cell(c)
+	}
+	t.rows = append(t.rows, r)
+}
+
+func (t *table) flush() error {
+	widths := t.widths()
+	if t.width > 0 {
+		t.shrink(widths)
+	}
+	tw := tabwriter.NewWriter(t.w, 0, 4, columnGap, ' ', 0)
+	for _, r := range t.rows {
+		for i, c := range r {
+			if i < len(widths) && utf8.RuneCountInString(c) > widths[i] {
+				r[i] = string([]rune(c)[:widths[i]-1]) + "…"
+			}
+		}
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}
+
+// widths are the columns' natural widths.
+func (t *table) widths() []int {
+	var w []int
+	for _, r := range t.rows {
+		for i, c := range r {
+			if i >= len(w) {
+				w = append(w, 0)
+			}
+			w[i] = max(w[i], utf8.RuneCountInString(c))
+		}
+	}
+	return w
+}
+
+// shrink cuts the cuttable columns, the widest first, until a line fits
+// t.width or none can be cut further.
+func (t *table) shrink(w []int) {
+	total := func() int {
+		n := columnGap * (len(w) - 1)
+		for _, x := range w {
+			n += x
+		}
+		return n
+	}
+	for total() > t.width {
+		widest := -1
+		for _, i := range t.cut {
+			if i < len(w) && w[i] > minCutWidth && (widest < 0 || w[i] > w[widest]) {
+				widest = i
+			}
+		}
+		if widest < 0 {
+			return
+		}
+		w[widest]--
+	}
+}
+
+// ago writes an RFC 3339 time relative to now for a narrow column: "in
+// 59m", "3h ago"; "-" for none, the text itself when it is no time.
+func ago(s string, now time.Time) string {
+	if s == "" {
+		return "-"
+	}
+	at, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return s
+	}
+	d := at.Sub(now)
+	if d >= 0 {
+		return "in " + shortDuration(d)
+	}
+	return shortDuration(-d) + " ago"
+}
+
+// shortDuration is d in at most two units: 45s, 59m, 3h59m, 364d.
+func shortDuration(d time.Duration) string {
+	d = d.Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 24*time.Hour:
+		h := int(d.Hours())
+		if m := int(d.Minutes()) - 60*h; m > 0 {
+			return fmt.Sprintf("%dh%dm", h, m)
+		}
+		return fmt.Sprintf("%dh", h)
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
 
 // fields writes "name: value" lines, aligned, skipping empty values.
 func fields(w io.Writer, kv ...string) error {

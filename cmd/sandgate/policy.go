@@ -168,7 +168,7 @@ func newPolicyInfoCmd() *cobra.Command {
 		Short: "Print the bundle revision, digest and every rule that can deny",
 		Long: `Print the bundle revision, its digest (the one GET /v1/policy reports for the
 bundle in force, so a reviewer can tell whether it is the one reviewed) and
-every rule that can deny: its SPEC id, title, severity and entrypoint.
+every rule that can deny: its rule id, title, severity and entrypoint.
 Loading fails if any such rule lacks its METADATA (title, description,
 custom.id, custom.severity).`,
 		Args: cobra.NoArgs,

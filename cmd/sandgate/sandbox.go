@@ -129,9 +129,20 @@ func newSandboxListCmd(a *apiFlags) *cobra.Command {
 				}
 				return nil
 			}
-			t := newTable(w, "ID", "STATE", "NODE", "PROFILE", "NETWORK", "IMAGE", "PRINCIPAL", "CREATED", "EXPIRES", "LABELS")
-			for _, s := range list {
-				t.row(s.ID, s.State, s.Node, s.Profile, s.Network, s.Image, s.Principal, s.CreatedAt, s.ExpiresAt, labelsText(s.Labels))
+			var t *table
+			if a.wide() {
+				t = newTable(w, "ID", "STATE", "NODE", "PROFILE", "NETWORK", "IMAGE", "PRINCIPAL", "CREATED", "EXPIRES", "LABELS")
+				for _, s := range list {
+					t.row(s.ID, s.State, s.Node, s.Profile, s.Network, s.Image, s.Principal, s.CreatedAt, s.ExpiresAt, labelsText(s.Labels))
+				}
+			} else {
+				// 100 columns: the image, creation time and labels are in
+				// -o wide; the node and principal are cut to fit.
+				now := time.Now()
+				t = newTable(w, "ID", "STATE", "NODE", "PROFILE/NETWORK", "PRINCIPAL", "EXPIRES").fit(maxTableWidth, 2, 4)
+				for _, s := range list {
+					t.row(s.ID, s.State, s.Node, s.Profile+"/"+s.Network, s.Principal, ago(s.ExpiresAt, now))
+				}
 			}
 			if err := t.flush(); err != nil {
 				return err
@@ -198,7 +209,21 @@ func newSandboxExtendCmd(a *apiFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "extend ID --ttl DUR",
 		Short: "Move a sandbox's expiry to now+DUR (operators; never past its lifetime ceiling)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Move a sandbox's expiry to now+DUR (operators only, rule L2): the new time to
+live is the --ttl flag, e.g. sandgate sandbox extend ID --ttl 2h. The
+expiry never moves past the sandbox's lifetime ceiling; when the ceiling
+cuts the TTL, stderr says so.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 2 {
+				if _, err := time.ParseDuration(args[1]); err == nil {
+					return fmt.Errorf("the new TTL is a flag: sandgate sandbox extend %s --ttl %s", args[0], args[1])
+				}
+			}
+			if len(args) != 1 {
+				return fmt.Errorf("extend takes one sandbox ID and the new TTL as --ttl, e.g. sandgate sandbox extend ID --ttl 2h (got %d arguments)", len(args))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if ttl < time.Second {
 				return errors.New("--ttl is required and at least 1s, e.g. --ttl 30m")

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,8 +42,12 @@ func TestTheSandboxCommandsDriveOneSandboxFromCreateToDestroy(t *testing.T) {
 	// list, as a table and as JSON
 	code, out, stderr = g.cli(t, op, "sandbox", "list")
 	mustOK(t, code, out, stderr)
-	if !strings.HasPrefix(out, "ID ") || !strings.Contains(out, id) || !strings.Contains(out, "task=demo") || strings.Count(out, "\n") != 3 {
+	if !strings.HasPrefix(out, "ID ") || !strings.Contains(out, id) || !strings.Contains(out, " strict/none ") || strings.Count(out, "\n") != 3 {
 		t.Fatalf("list table:\n%s", out)
+	}
+	code, out, stderr = g.cli(t, op, "sandbox", "list", "-o", "wide")
+	if mustOK(t, code, out, stderr); !strings.Contains(out, "task=demo") || !strings.Contains(out, " LABELS\n") {
+		t.Fatalf("list -o wide:\n%s", out)
 	}
 	code, out, stderr = g.cli(t, op, "sandbox", "list", "-o", "json")
 	list := decodeJSON[struct{ Sandboxes []client.Sandbox }](t, mustOK(t, code, out, stderr))
@@ -276,5 +281,39 @@ func TestSandboxExecStreamMirrorsTheCommand(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if code != 0 || len(lines) != 3 || !strings.Contains(lines[0], `"event":"start"`) || !strings.Contains(lines[1], `"data":"hi\n"`) || !strings.Contains(lines[2], `"event":"exit"`) {
 		t.Fatalf("--stream -o json: exit %d\n%s\n%s", code, out, stderr)
+	}
+}
+
+// execTimeoutClaim is what `sandbox exec --help` promises of a command the
+// timeout stops with SIGTERM; test/e2e holds the real agent to it on both
+// images (TestTheCLIsExecTimeoutExitsAsItsHelpSays).
+const execTimeoutClaim = "143 (128+SIGTERM)"
+
+// `sandbox exec --help` says what a timeout exits with (issue 21: it said
+// 124, and the CLI exited 143): the help's claim, held against an exec
+// that times out on the simulator, plain, streamed and as JSON.
+func TestTheExecHelpSaysWhatATimeoutExitsWith(t *testing.T) {
+	t.Parallel()
+	code, help, stderr := runCLI(t, "", "sandbox", "exec", "--help")
+	if mustOK(t, code, help, stderr); !strings.Contains(help, execTimeoutClaim) || strings.Contains(help, "124") {
+		t.Fatalf("exec --help does not say %q (or still says 124):\n%s", execTimeoutClaim, help)
+	}
+	claimed, _ := strconv.Atoi(strings.Fields(execTimeoutClaim)[0])
+
+	g := startLiveGateway(t)
+	op := g.operator
+	code, out, stderr := g.cli(t, op, "sandbox", "create", "-o", "json")
+	id := decodeJSON[client.Sandbox](t, mustOK(t, code, out, stderr)).ID
+	for _, mode := range [][]string{nil, {"--stream"}} {
+		args := append(append([]string{"sandbox", "exec", id, "--timeout", "1s"}, mode...), "--", "sleep", "30")
+		code, out, stderr = g.cli(t, op, args...)
+		if code != claimed || out != "" || !strings.Contains(stderr, "sandgate: the command timed out after ") {
+			t.Fatalf("exec %v: exit %d stdout %q stderr %q, the help says %d", mode, code, out, stderr, claimed)
+		}
+	}
+	code, out, stderr = g.cli(t, op, "sandbox", "exec", id, "--timeout", "1s", "-o", "json", "--", "sleep", "30")
+	res := decodeJSON[client.ExecResult](t, mustOK(t, code, out, stderr))
+	if !res.TimedOut || res.ExitCode == nil || *res.ExitCode != claimed {
+		t.Fatalf("exec -o json: %s", out)
 	}
 }

@@ -75,8 +75,20 @@ func newSandboxExecCmd(a *apiFlags) *cobra.Command {
 		Long: `Run an argument vector in the sandbox (no shell, unless ARGV names one).
 The command's stdout and stderr are written to this CLI's stdout and
 stderr, and the CLI exits with the command's exit status, like docker exec.
-A timeout exits 124. Output beyond 64 KiB per stream is cut, and stderr
-says so. With -o json the exec result object is printed and the CLI exits 0.
+
+A command still running at --timeout is stopped: its process group gets
+SIGTERM, then SIGKILL 5s later if any of it is left. The CLI then exits
+with the status the command ended with: 143 (128+SIGTERM) for a command
+the TERM ended, 137 (128+SIGKILL) for one that had to be killed, the same
+on busybox and GNU images; a command that catches TERM exits with its own
+status. stderr says "the command timed out", and with -o json the result
+has "timed_out": true beside that "exit_code" (the gateway decides
+timed_out by its own clock, never from the status). When no exit status
+arrived at all (the gateway gave up on the stream after the timeout and a
+grace period), the CLI says so and exits 1.
+
+Output beyond 64 KiB per stream is cut, and stderr says so. With -o json
+the exec result object is printed and the CLI exits 0.
 With --stream the output is written as it arrives (Server-Sent Events), and
 a stream that ends without an exit status (the sandbox went away, Nomad
 failed) says why and exits 1; with -o json each event is one JSON line.`,

@@ -82,3 +82,22 @@ func refuseUnknownSubcommands(root *cobra.Command) {
 		}
 	}
 }
+
+// explainArgErrors makes every runnable command under root say, when its
+// arguments are wrong, what it takes: cobra's own "accepts 1 arg(s),
+// received 2" is followed by the command's usage line.
+func explainArgErrors(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		explainArgErrors(c)
+		if !c.Runnable() || c.Args == nil {
+			continue
+		}
+		check := c.Args
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return fmt.Errorf("%w\nusage: %s (see %s --help)", err, cmd.UseLine(), cmd.CommandPath())
+			}
+			return nil
+		}
+	}
+}

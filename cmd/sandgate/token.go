@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -117,15 +118,33 @@ func mintOnline(cmd *cobra.Command, a *apiFlags, m *mintFlags) error {
 }
 
 // mintOffline mints with the data dir's key and records the token in its
-// store (the behaviour of `token mint` before the tokens API existed).
+// store (the behaviour of `token mint` before the tokens API existed). The
+// bundle (embedded, or --policy-dir) decides first, as it does for POST
+// /v1/tokens (T4: role, lifetime, label, subject; gateway.DecideOfflineMint
+// builds the route's input): a deny prints the rules and exits 3, and
+// nothing is written.
 func mintOffline(cmd *cobra.Command, m *mintFlags) error {
-	subject := m.subject
-	if subject == "" {
-		subject = m.role + "-" + time.Now().UTC().Format("20060102T150405")
-	}
 	engine, err := loadEngine(cmd, m.policyDir)
 	if err != nil {
 		return err
+	}
+	req := gateway.TokenRequest{Role: token.Role(m.role), Subject: m.subject, Label: m.label, TTL: time.Duration(seconds(m.ttl)) * time.Second}
+	d, err := gateway.DecideOfflineMint(cmd.Context(), engine, time.Now(), req)
+	if err != nil {
+		var p *gateway.Problem
+		if errors.As(err, &p) {
+			return fmt.Errorf("%s: %s (nothing was minted)", p.Code, p.Detail)
+		}
+		return err
+	}
+	if !d.Allow {
+		w := cmd.ErrOrStderr()
+		fmt.Fprintf(w, "sandgate: the policy denied this mint, as POST /v1/tokens would (decision %s, revision %s); nothing was minted:\n", d.ID, d.Revision)
+		for _, v := range d.Violations {
+			fmt.Fprintf(w, "  %s: %s\n", v.Rule, v.Msg)
+		}
+		fmt.Fprintf(w, "rules: %s\n", strings.Join(d.RuleIDs(), ", "))
+		return errDenied
 	}
 	iss, _, err := openIssuer(m.dataDir, m.keyFile, m.issuer, m.audience)
 	if err != nil {
@@ -136,12 +155,12 @@ func mintOffline(cmd *cobra.Command, m *mintFlags) error {
 		return fmt.Errorf("%w (is a gateway running on this data dir? stop it first, or mint through it without --offline)", err)
 	}
 	defer func() { _ = st.Close() }()
-	raw, rec, err := gateway.MintToken(cmd.Context(), iss, st, engine.Settings(), gateway.TokenRequest{Role: token.Role(m.role), Subject: subject, Label: m.label, TTL: m.ttl})
+	raw, rec, err := gateway.MintToken(cmd.Context(), iss, st, engine.Settings(), req)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(cmd.OutOrStdout(), raw)
-	fmt.Fprintf(cmd.ErrOrStderr(), "minted %s token %s for %q, expires %s\n", m.role, rec.JTI, subject, rec.ExpiresAt.UTC().Format(time.RFC3339))
+	fmt.Fprintf(cmd.ErrOrStderr(), "minted %s token %s for %q, expires %s (decision %s)\n", m.role, rec.JTI, rec.Subject, rec.ExpiresAt.UTC().Format(time.RFC3339), d.ID)
 	return nil
 }
 
@@ -167,17 +186,31 @@ func newTokenListCmd(a *apiFlags) *cobra.Command {
 				fmt.Fprintln(w, "no tokens")
 				return nil
 			}
-			t := newTable(w, "ID", "ROLE", "SUBJECT", "LABEL", "CREATED", "EXPIRES", "LAST USED", "REVOKED", "QUOTA")
-			for _, tk := range list {
-				quota := ""
-				if tk.Quota != nil {
-					quota = strconv.FormatInt(tk.Quota.MaxLiveSandboxes, 10)
+			if a.wide() {
+				t := newTable(w, "ID", "ROLE", "SUBJECT", "LABEL", "CREATED", "EXPIRES", "LAST USED", "REVOKED", "QUOTA")
+				for _, tk := range list {
+					t.row(tk.ID, tk.Role, tk.Subject, tk.Label, tk.CreatedAt, tk.ExpiresAt, tk.LastUsed, tk.RevokedAt, quotaText(tk.Quota))
 				}
-				t.row(tk.ID, tk.Role, tk.Subject, tk.Label, tk.CreatedAt, tk.ExpiresAt, tk.LastUsed, tk.RevokedAt, quota)
+				return t.flush()
+			}
+			// 100 columns: times relative to now, the creation time in -o
+			// wide; the subject and label are cut to fit.
+			now := time.Now()
+			t := newTable(w, "ID", "ROLE", "SUBJECT", "LABEL", "EXPIRES", "LAST USED", "REVOKED", "QUOTA").fit(maxTableWidth, 2, 3)
+			for _, tk := range list {
+				t.row(tk.ID, tk.Role, tk.Subject, tk.Label, ago(tk.ExpiresAt, now), ago(tk.LastUsed, now), ago(tk.RevokedAt, now), quotaText(tk.Quota))
 			}
 			return t.flush()
 		},
 	}
+}
+
+// quotaText is an agent token's quota, "" without one.
+func quotaText(q *client.Quota) string {
+	if q == nil {
+		return ""
+	}
+	return strconv.FormatInt(q.MaxLiveSandboxes, 10)
 }
 
 func newTokenRevokeCmd(a *apiFlags) *cobra.Command {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -113,4 +114,52 @@ func TestOfflineMintingRecordsAVerifiableToken(t *testing.T) {
 	if rec, err := st.GetToken(t.Context(), claims.ID); err != nil || rec.Subject != "alice" {
 		t.Fatalf("token record: %+v %v", rec, err)
 	}
+}
+
+// Issue 21: `token mint --offline` recorded an operator token valid for 100
+// years with the subject "atk2:sub with space" and a 300-byte label. The
+// offline mint is decided by the bundle as POST /v1/tokens is (T4): it
+// exits 3 naming the rule, and writes nothing (no key, no store).
+func TestTheOfflineMintIsRefusedByThePolicy(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"the attacker's mint", []string{"--role", "operator", "--ttl", "876000h", "--subject", "atk2:sub with space", "--label", strings.Repeat("x", 300)}},
+		{"a lifetime of a century", []string{"--role", "operator", "--ttl", "876000h"}},
+		{"a subject with a colon", []string{"--role", "agent", "--subject", "agent:ci"}},
+		{"a subject with a space", []string{"--role", "operator", "--subject", "sub with space"}},
+		{"a label of 300 bytes", []string{"--role", "reviewer", "--label", strings.Repeat("x", 300)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			data := t.TempDir()
+			args := append([]string{"token", "mint", "--offline", "--data", data}, tc.args...)
+			code, out, stderr := runCLI(t, "", args...)
+			if code != exitDenied || out != "" || !strings.Contains(stderr, "\n  T4: mint: ") || !strings.Contains(stderr, "\nrules: T4\n") ||
+				!strings.Contains(stderr, "nothing was minted") {
+				t.Fatalf("exit %d stdout %q stderr %q", code, out, stderr)
+			}
+			if entries, err := os.ReadDir(data); err != nil || len(entries) != 0 {
+				t.Fatalf("the refused mint wrote to the data dir: %v %v", entries, err)
+			}
+		})
+	}
+}
+
+// The bootstrap (the first operator token, offline) is held to the same
+// limits with a policy dir of its own: --policy-dir's data decides.
+func TestTheOfflineMintReadsThePolicyDir(t *testing.T) {
+	t.Parallel()
+	dir := policyDirWith(t, func(cfg map[string]any) {
+		cfg["tokens"].(map[string]any)["max_label_bytes"] = 4
+	})
+	code, out, stderr := runCLI(t, "", "token", "mint", "--offline", "--data", t.TempDir(), "--policy-dir", dir, "--role", "operator", "--ttl", "1h", "--label", "first")
+	if code != exitDenied || out != "" || !strings.Contains(stderr, "label must be a string of at most 4 bytes") {
+		t.Fatalf("exit %d stdout %q stderr %q", code, out, stderr)
+	}
+	code, out, stderr = runCLI(t, "", "token", "mint", "--offline", "--data", t.TempDir(), "--policy-dir", dir, "--role", "operator", "--ttl", "1h", "--label", "1st")
+	mustOK(t, code, out, stderr)
 }

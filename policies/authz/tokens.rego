@@ -123,12 +123,13 @@ violations contains {"rule": "T4", "msg": sprintf("mint: ttl_seconds must be an 
 # METADATA
 # title: A minted token's label is bounded
 # description: >-
-#   POST /v1/tokens: body.label, when present and not null, is a string of at
-#   most 128 bytes (UTF-8 bytes, not characters).
+#   POST /v1/tokens (and the offline mint, which is decided on the same
+#   input): body.label, when present and not null, is a string of at most
+#   tokens.max_label_bytes bytes (UTF-8 bytes, not characters).
 # custom:
 #   id: T4
 #   severity: high
-violations contains {"rule": "T4", "msg": "mint: label must be a string of at most 128 bytes"} if {
+violations contains {"rule": "T4", "msg": sprintf("mint: label must be a string of at most %v bytes", [object.get(data.sandgate.config, ["tokens", "max_label_bytes"], "unset")])} if {
 	input.request.method == "POST"
 	input.request.route == "/v1/tokens"
 	label := input.request.body.label
@@ -138,7 +139,31 @@ violations contains {"rule": "T4", "msg": "mint: label must be a string of at mo
 	# byte of the UTF-8.
 	not {
 		is_string(label)
-		count(hex.encode(label)) <= 2 * 128
+		count(hex.encode(label)) <= 2 * data.sandgate.config.tokens.max_label_bytes
+	}
+}
+
+# METADATA
+# title: A minted token's subject names one principal
+# description: >-
+#   POST /v1/tokens (and the offline mint): body.subject, when present and
+#   not null, must be a string matching tokens.subject_pattern (by default
+#   a letter or digit, then at most 127 of letters, digits and . _ @ -). A
+#   principal is written role:subject in records, logs and filters, so a
+#   colon would make two principals read alike; white space and control
+#   characters would forge log lines and table cells. An absent subject is
+#   chosen by the gateway (role-xxxxxxxx).
+# custom:
+#   id: T4
+#   severity: high
+violations contains {"rule": "T4", "msg": sprintf("mint: subject must be a string matching %v", [object.get(data.sandgate.config, ["tokens", "subject_pattern"], "unset")])} if {
+	input.request.method == "POST"
+	input.request.route == "/v1/tokens"
+	subject := input.request.body.subject
+	subject != null
+	not {
+		is_string(subject)
+		regex.match(data.sandgate.config.tokens.subject_pattern, subject)
 	}
 }
 

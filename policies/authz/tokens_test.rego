@@ -124,6 +124,31 @@ test_t4_mint_label_bound_is_in_bytes if {
 	ids(mint({"role": "agent", "ttl_seconds": 3600, "label": concat("", [x | some _ in numbers.range(1, 65); x := "é"])})) == {"T4"}
 }
 
+test_t4_mint_label_bound_comes_from_data if {
+	label := concat("", [x | some _ in numbers.range(1, 20); x := "a"])
+	allowed(mint({"role": "agent", "ttl_seconds": 3600, "label": label}))
+	ids(mint({"role": "agent", "ttl_seconds": 3600, "label": label})) == {"T4"} with data.sandgate.config.tokens.max_label_bytes as 19
+}
+
+test_t4_mint_subject_matching_the_pattern_allowed if {
+	allowed(mint({"role": "agent", "ttl_seconds": 3600, "subject": "ci-agent"}))
+	allowed(mint({"role": "operator", "ttl_seconds": 3600, "subject": "alice@example.org"}))
+	allowed(mint({"role": "agent", "ttl_seconds": 3600, "subject": null}))
+	allowed(mint({"role": "agent", "ttl_seconds": 3600, "subject": concat("", [x | some _ in numbers.range(1, 128); x := "a"])}))
+}
+
+test_t4_mint_subject_with_a_colon_space_or_bad_type_denied if {
+	ids(mint({"role": "operator", "ttl_seconds": 3600, "subject": "atk2:sub with space"})) == {"T4"}
+	ids(mint({"role": "agent", "ttl_seconds": 3600, "subject": "agent:ci"})) == {"T4"}
+	ids(mint({"role": "agent", "ttl_seconds": 3600, "subject": "ci agent"})) == {"T4"}
+	ids(mint({"role": "agent", "ttl_seconds": 3600, "subject": "ci\tagent"})) == {"T4"}
+	ids(mint({"role": "agent", "ttl_seconds": 3600, "subject": "ci\nagent"})) == {"T4"}
+	ids(mint({"role": "agent", "ttl_seconds": 3600, "subject": ""})) == {"T4"}
+	ids(mint({"role": "agent", "ttl_seconds": 3600, "subject": "-ci"})) == {"T4"}
+	ids(mint({"role": "agent", "ttl_seconds": 3600, "subject": concat("", [x | some _ in numbers.range(1, 129); x := "a"])})) == {"T4"}
+	ids(mint({"role": "agent", "ttl_seconds": 3600, "subject": 7})) == {"T4"}
+}
+
 test_b3_mint_quota_for_an_operator_denied if {
 	ids(mint({"role": "operator", "ttl_seconds": 3600, "quota": {"max_live_sandboxes": 2}})) == {"B3"}
 }

@@ -229,7 +229,7 @@ violations contains {"rule": "B1", "msg": msg} if {
 
 # --- R2 --------------------------------------------------------------------------------
 
-_r2 contains sprintf("unenroll %v: %v live sandboxes; reclaim them first (reclaim=true)", [_node.name, _live]) if {
+_r2 contains sprintf("unenroll %v: %v live sandboxes; reclaim them first (unenroll with reclaim)", [_node.name, _live]) if {
 	_unenrolling
 	_live > 0
 	input.effects.reclaim != true
