@@ -33,6 +33,9 @@ type Problem struct {
 	// EndReason and EndedAt say why and when a sandbox ended (410 sandbox_ended).
 	EndReason string     `json:"end_reason,omitempty"`
 	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	// SandboxID names the sandbox a create made and that failed
+	// (placement_failed): its record stays readable by id.
+	SandboxID string `json:"sandbox_id,omitempty"`
 
 	retryAfter int    // seconds; sets Retry-After when positive
 	cause      error  // logged, never shown
@@ -92,6 +95,7 @@ const (
 	codeWriteFailed       = "write_failed"
 	codeImageLacksTools   = "image_lacks_tools"
 	codeFilesTimeout      = "files_timeout"
+	codePlacementFailed   = "placement_failed"
 )
 
 var problemTitles = map[string]string{ //nolint:gosec // G101: titles of error codes, not credentials
@@ -131,6 +135,7 @@ var problemTitles = map[string]string{ //nolint:gosec // G101: titles of error c
 	codeWriteFailed:       "The sandbox's filesystem refused the write",
 	codeImageLacksTools:   "The image lacks the tools file operations need",
 	codeFilesTimeout:      "The file operation timed out",
+	codePlacementFailed:   "Nomad could not place or start the sandbox",
 }
 
 func newProblem(status int, code, detail string) *Problem {

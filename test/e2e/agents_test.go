@@ -27,6 +27,25 @@ type agent struct {
 	cmd      *exec.Cmd
 	log      *os.File
 	exited   chan struct{}
+	// allocatable is what Nomad can allocate on a client's node
+	// (NodeResources less ReservedResources), read when it became ready.
+	allocatable resources
+}
+
+// resources are CPU (MHz) and memory (MB) figures.
+type resources struct{ cpuMHz, memoryMB int64 }
+
+// allocatableOf is what Nomad can allocate on n.
+func allocatableOf(n *api.Node) resources {
+	if n.NodeResources == nil {
+		return resources{}
+	}
+	r := resources{n.NodeResources.Cpu.CpuShares, n.NodeResources.Memory.MemoryMB}
+	if rr := n.ReservedResources; rr != nil {
+		r.cpuMHz -= int64(rr.Cpu.CpuShares)     //nolint:gosec // G115: MHz
+		r.memoryMB -= int64(rr.Memory.MemoryMB) //nolint:gosec // G115: MB
+	}
+	return r
 }
 
 // serverHCL is the server-only agent. Heartbeats are short so a stopped

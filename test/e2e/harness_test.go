@@ -267,9 +267,11 @@ func startClient(name string, meta ...string) (*agent, error) {
 	suite.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	if _, err := waitNode(ctx, suite.api, name); err != nil {
+	n, err := waitNode(ctx, suite.api, name)
+	if err != nil {
 		return a, fmt.Errorf("%w; the agent's log:\n%s", err, tail(filepath.Join(dir, "agent.log"), 20))
 	}
+	a.allocatable = allocatableOf(n)
 	return a, nil
 }
 
