@@ -40,7 +40,7 @@ func allocatableOf(n *api.Node) (Resources, bool) {
 	}
 	r := Resources{CPUMHz: n.NodeResources.Cpu.CpuShares, MemoryMB: n.NodeResources.Memory.MemoryMB}
 	if rr := n.ReservedResources; rr != nil {
-		r.CPUMHz -= int64(rr.Cpu.CpuShares) //nolint:gosec // G115: MHz, far below 2^63
+		r.CPUMHz -= int64(rr.Cpu.CpuShares)     //nolint:gosec // G115: MHz, far below 2^63
 		r.MemoryMB -= int64(rr.Memory.MemoryMB) //nolint:gosec // G115: MB, far below 2^63
 	}
 	return r, true

@@ -106,7 +106,7 @@ func (s *Server) buildNode(nc NodeConfig, now time.Time) *simNode {
 			MinDynamicPort: 20000, MaxDynamicPort: 32000,
 		},
 		ReservedResources: &api.NodeReservedResources{
-			Cpu:    api.NodeReservedCpuResources{CpuShares: uint64(nc.ReservedCPUMHz)},   //nolint:gosec // G115: validated non-negative
+			Cpu:    api.NodeReservedCpuResources{CpuShares: uint64(nc.ReservedCPUMHz)},     //nolint:gosec // G115: validated non-negative
 			Memory: api.NodeReservedMemoryResources{MemoryMB: uint64(nc.ReservedMemoryMB)}, //nolint:gosec // G115: validated non-negative
 		},
 		Links:                 map[string]string{},
