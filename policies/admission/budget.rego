@@ -15,7 +15,7 @@ _budget_value(section, k) := v if {
 # --- B1 --------------------------------------------------------------------------------
 
 # METADATA
-# title: Node budget and Nomad's room hold this sandbox
+# title: Node budget holds this sandbox
 # description: >-
 #   Every figure of budget.limits (max_sandboxes, cpu_mhz, memory_mb) and budget.used
 #   (sandboxes, cpu_mhz, memory_mb) must be a non-negative number, and the live sandboxes
