@@ -122,8 +122,9 @@ func (s *Server) createSandbox(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if pl.State == nomad.PlacementFailed && out.State == store.StateFailed {
-		// settle ended it: purged, budget released, token revoked.
+	if pl.State == nomad.PlacementFailed {
+		// settle ended it: purged, budget released, token revoked (or, if
+		// that failed, reconcile ends it: the token is not handed out).
 		return placementFailed(out, pl)
 	}
 	testhook.Pause(testhook.CreateSettled)
@@ -293,9 +294,12 @@ func placementFailed(rec store.Sandbox, pl nomad.Placement) *Problem {
 	if pl.Exhausted {
 		status, retry = http.StatusTooManyRequests, 30
 	}
+	outcome := "the sandbox failed, its job was purged and its budget released"
+	if rec.State.Live() {
+		outcome = "the sandbox could not be ended yet; reconciliation ends it and releases its budget"
+	}
 	p := newProblem(status, codePlacementFailed, fmt.Sprintf(
-		"Nomad could not place or start sandbox %s on node %s: %s; the sandbox failed, its job was purged and its budget released",
-		rec.ID, rec.Node, pl.Reason))
+		"Nomad could not place or start sandbox %s on node %s: %s; %s", rec.ID, rec.Node, pl.Reason, outcome))
 	p.retryAfter = retry
 	p.EndReason = rec.EndReason
 	if !rec.EndedAt.IsZero() {
