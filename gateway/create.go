@@ -122,6 +122,11 @@ func (s *Server) createSandbox(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if pl.State == nomad.PlacementFailed {
+		// settle ended it: purged, budget released, token revoked (or, if
+		// that failed, reconcile ends it: the token is not handed out).
+		return placementFailed(out, pl)
+	}
 	testhook.Pause(testhook.CreateSettled)
 	if out.State == store.StateStarting {
 		handedOff = true
@@ -189,6 +194,11 @@ func (s *Server) reserveOn(c echo.Context, cl *caller, plan createPlan, cand can
 	if err != nil {
 		return reservation{}, nomadUnavailable("could not read the usage of node "+cand.node.Name+"; nothing was changed", err)
 	}
+	allocated, err := s.cfg.Nomad.NodeAllocated(ctx, cand.node.ID)
+	if err != nil {
+		return reservation{}, nomadUnavailable("could not read the allocations of node "+cand.node.Name+"; nothing was changed", err)
+	}
+	capacity := capacityFacts(cand.node, &allocated)
 	raw, claims, err := s.cfg.Tokens.Mint(token.MintRequest{
 		Role: token.RoleSession, Subject: spec.ID, SandboxID: spec.ID,
 		Scopes: st.SessionScopes(), ExpiresAt: spec.CeilingAt(),
@@ -218,8 +228,10 @@ func (s *Server) reserveOn(c echo.Context, cl *caller, plan createPlan, cand can
 		quota = t.MaxLiveSandboxes
 	}
 	err = s.cfg.Store.Reserve(ctx, rec, func(f store.ReserveFacts) error {
-		in := AdmissionInput(spec, jobJSON, NodeFacts(cand.node, cand.controlPlane, f.NodeInfo, &usage), policies.Budget{
-			Limits: budgetLimits(f.NodeInfo, def),
+		node := NodeFacts(cand.node, cand.controlPlane, f.NodeInfo, &usage)
+		node.Capacity = capacity
+		in := AdmissionInput(spec, jobJSON, node, policies.Budget{
+			Limits: budgetLimits(f.NodeInfo, def, room(capacity)),
 			Used:   policies.BudgetUse{Sandboxes: f.Node.Sandboxes, CPUMHz: f.Node.CPUMHz, MemoryMB: f.Node.MemoryMB},
 		}, policies.PrincipalFacts{
 			Sub: cl.claims.Subject, Role: string(cl.claims.Role),
@@ -268,6 +280,33 @@ func admissionDenial(d policies.Decision) *Problem {
 		p = newProblem(http.StatusForbidden, codePolicyDenied, violationsDetail(d))
 	}
 	p.RuleIDs, p.Violations, p.DecisionID = rules, d.Violations, d.ID
+	return p
+}
+
+// placementFailed is the answer to a create whose sandbox Nomad refused to
+// place, or whose task failed to start, while the create waited: never a
+// 201. A node Nomad found full (another scheduler took the room after
+// admission, B1) is a 429; anything else a 503. Both carry Retry-After;
+// the record has ended failed, its job is purged, its budget released and
+// its session token void (docs/api.md, placement_failed).
+func placementFailed(rec store.Sandbox, pl nomad.Placement) *Problem {
+	status, retry := http.StatusServiceUnavailable, 10
+	if pl.Exhausted {
+		status, retry = http.StatusTooManyRequests, 30
+	}
+	outcome := "the sandbox failed, its job was purged and its budget released"
+	if rec.State.Live() {
+		outcome = "the sandbox could not be ended yet; reconciliation ends it and releases its budget"
+	}
+	p := newProblem(status, codePlacementFailed, fmt.Sprintf(
+		"Nomad could not place or start sandbox %s on node %s: %s; %s", rec.ID, rec.Node, pl.Reason, outcome))
+	p.retryAfter = retry
+	p.EndReason = rec.EndReason
+	if !rec.EndedAt.IsZero() {
+		t := rec.EndedAt
+		p.EndedAt = &t
+	}
+	p.SandboxID = rec.ID
 	return p
 }
 

@@ -91,8 +91,16 @@ type hostUsage struct {
 }
 
 type hostBudgets struct {
+	// Limits are the budget in force: the enrolled figures, or
+	// node_budget_default for those not given, with cpu_mhz and memory_mb
+	// clamped to what Nomad can still allocate to sandboxes on the node.
 	Limits policies.BudgetLimits `json:"limits"`
 	Used   store.Usage           `json:"used"`
+	// Capacity is the node's room as Nomad counts it (null when unknown).
+	Capacity *policies.NodeCapacity `json:"capacity"`
+	// Clamped names the figures (cpu_mhz, memory_mb) that were lowered to
+	// that room: the enrolled or default figure exceeds it.
+	Clamped []string `json:"clamped,omitempty"`
 }
 
 // host is everything known about one node.
@@ -103,6 +111,23 @@ type host struct {
 	record       *store.Node
 	usage        *nomad.Usage
 	used         store.Usage
+	// capacity is the node's room (nil when unknown); allocErr why its
+	// allocations could not be read.
+	capacity *policies.NodeCapacity
+	allocErr error
+}
+
+// readCapacity reads the allocations of h's node into h.capacity.
+func (s *Server) readCapacity(ctx context.Context, h *host) {
+	if h.node == nil {
+		return
+	}
+	a, err := s.cfg.Nomad.NodeAllocated(ctx, h.node.ID)
+	if err != nil {
+		h.allocErr = err
+		return
+	}
+	h.capacity = capacityFacts(*h.node, &a)
 }
 
 // readHost gathers one node: Nomad's view (fresh), its record, its usage
@@ -119,6 +144,7 @@ func (s *Server) readHost(ctx context.Context, name string) (host, error) {
 		if u, err := s.cfg.Nomad.NodeUsage(ctx, n.ID); err == nil {
 			h.usage = &u
 		}
+		s.readCapacity(ctx, &h)
 	}
 	if h.record, err = s.nodeRecord(ctx, name); err != nil {
 		return h, unavailable("the node store could not be read; nothing was changed", err)
@@ -133,7 +159,7 @@ func (s *Server) hostView(h host) hostView {
 	v := hostView{
 		Name: h.name, Enrollment: "none", State: stateActive,
 		Nomad:         hostNomad{Status: "missing"},
-		Budget:        hostBudgets{Limits: budgetLimits(h.record, s.cfg.Engine.Settings().NodeBudgetDefault), Used: h.used},
+		Budget:        s.hostBudgets(h),
 		LiveSandboxes: h.used.Sandboxes, ControlPlane: h.controlPlane,
 	}
 	if h.node != nil {
@@ -153,6 +179,21 @@ func (s *Server) hostView(h host) hostView {
 		v.Usage = &hostUsage{MemoryPercent: h.usage.MemoryPercent, DiskPercent: h.usage.DiskPercent}
 	}
 	return v
+}
+
+// hostBudgets is a host's budget in force, its use and its room, saying
+// which figures the room clamped.
+func (s *Server) hostBudgets(h host) hostBudgets {
+	def := s.cfg.Engine.Settings().NodeBudgetDefault
+	b := hostBudgets{Limits: budgetLimits(h.record, def, room(h.capacity)), Used: h.used, Capacity: h.capacity}
+	asked := budgetLimits(h.record, def, nil)
+	if b.Limits.CPUMHz < asked.CPUMHz {
+		b.Clamped = append(b.Clamped, "cpu_mhz")
+	}
+	if b.Limits.MemoryMB < asked.MemoryMB {
+		b.Clamped = append(b.Clamped, "memory_mb")
+	}
+	return b
 }
 
 // listHosts is GET /v1/hosts: every Nomad client node, and every enrolled
@@ -179,6 +220,7 @@ func (s *Server) listHosts(c echo.Context) error {
 		if u, err := s.cfg.Nomad.NodeUsage(ctx, n.ID); err == nil {
 			h.usage = &u
 		}
+		s.readCapacity(ctx, &h)
 		hosts = append(hosts, h)
 	}
 	for _, rec := range byName {
@@ -198,7 +240,9 @@ func (s *Server) listHosts(c echo.Context) error {
 // EnrollRequest is one enrollment: a node, egress or not, and the budget
 // figures given (max_sandboxes, cpu_mhz, memory_mb; an absent figure takes
 // the policy's node_budget_default). The policy judges the figures as given
-// (B1).
+// (B1): one above what Nomad can allocate on the node is refused, while the
+// default is clamped to it at every use (budgetLimits; the answer's
+// budget.clamped says so).
 type EnrollRequest struct {
 	Node   string
 	Egress bool
@@ -220,6 +264,10 @@ func (s *Server) enroll(ctx context.Context, req EnrollRequest, principal string
 	}
 	if h.node == nil {
 		return h, newProblem(http.StatusNotFound, codeHostNotFound, fmt.Sprintf("Nomad lists no client node named %q", req.Node))
+	}
+	if h.allocErr != nil {
+		// B1 judges the budget against the node's room: without it, no enrollment.
+		return h, nomadUnavailable("could not read the allocations of node "+req.Node+"; nothing was changed", h.allocErr)
 	}
 	egress := req.Egress
 	in := &policies.HostsInput{
@@ -253,6 +301,7 @@ func (s *Server) allowHosts(ctx context.Context, in *policies.HostsInput, h host
 	in.LiveSandboxes = h.used.Sandboxes
 	if h.node != nil {
 		in.Node = NodeFacts(*h.node, h.controlPlane, h.record, h.usage)
+		in.Node.Capacity = h.capacity
 	} else {
 		// A node Nomad no longer lists: its name and record only (enough to
 		// unenroll or freeze it; enroll refuses it before this).

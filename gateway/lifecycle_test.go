@@ -204,15 +204,17 @@ func TestPlacementFailureReleasesTheBudgetAndPurgesTheJob(t *testing.T) {
 		}
 	}})
 	r := h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"node": "worker-1"})
-	if r.status != http.StatusCreated {
-		t.Fatalf("create: %d %s", r.status, r.body)
-	}
-	m := r.json(t)
-	if m["state"] != "failed" || !strings.Contains(m["last_error"].(string), "driver") {
-		t.Fatalf("want a failed sandbox naming the missing driver: %s", r.body)
+	// Never a 201 for a sandbox Nomad would not place: a 503 (the node is
+	// not full; room will not help) naming the missing driver.
+	m := expectProblem(t, r, http.StatusServiceUnavailable, "placement_failed")
+	if d, _ := m["detail"].(string); !strings.Contains(d, "driver") || r.header.Get("Retry-After") == "" {
+		t.Fatalf("want a problem naming the missing driver, with Retry-After: %v %s", r.header, r.body)
 	}
 	if _, ok := m["token"]; ok {
 		t.Fatalf("a failed sandbox's void token was handed out: %s", r.body)
+	}
+	if rec, err := h.st.Get(context.Background(), m["sandbox_id"].(string)); err != nil || rec.State != store.StateFailed || rec.EndReason != "placement_failed" {
+		t.Fatalf("record %+v, %v", rec, err)
 	}
 	if jobs := h.sim.Jobs(); len(jobs) != 0 {
 		t.Fatalf("jobs left: %v", jobs)

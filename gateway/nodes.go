@@ -159,8 +159,12 @@ func NodeFacts(n nomad.Node, controlPlane bool, rec *store.Node, usage *nomad.Us
 }
 
 // budgetLimits are a node's limits: its record's, or the policy default
-// for each dimension the record leaves at zero.
-func budgetLimits(rec *store.Node, def policies.BudgetLimits) policies.BudgetLimits {
+// for each dimension the record leaves at zero; each of cpu_mhz and
+// memory_mb clamped to room, what Nomad can still allocate to sandboxes on
+// the node, when room is known (nil: not clamped). A node's budget never
+// exceeds what Nomad can allocate there (B1; docs/runbook.md, budgets and
+// allocatable).
+func budgetLimits(rec *store.Node, def policies.BudgetLimits, room *policies.Resources) policies.BudgetLimits {
 	l := def
 	if rec != nil {
 		if rec.MaxSandboxes > 0 {
@@ -173,7 +177,41 @@ func budgetLimits(rec *store.Node, def policies.BudgetLimits) policies.BudgetLim
 			l.MemoryMB = rec.MemoryMB
 		}
 	}
+	if room != nil {
+		l.CPUMHz = max(0, min(l.CPUMHz, room.CPUMHz))
+		l.MemoryMB = max(0, min(l.MemoryMB, room.MemoryMB))
+	}
 	return l
+}
+
+// capacityFacts is a node's room for the policy input (node.capacity): what
+// Nomad can allocate on it and what its allocations hold. Nil, which B1
+// refuses, when the node reports no resources or its allocations are
+// unknown.
+func capacityFacts(n nomad.Node, a *nomad.Allocated) *policies.NodeCapacity {
+	if !n.AllocatableKnown || a == nil {
+		return nil
+	}
+	res := func(r nomad.Resources) policies.Resources {
+		return policies.Resources{CPUMHz: r.CPUMHz, MemoryMB: r.MemoryMB}
+	}
+	return &policies.NodeCapacity{Allocatable: res(n.Allocatable), Others: res(a.Others), Sandboxes: res(a.Sandboxes)}
+}
+
+// room is what Nomad can still allocate to sandboxes on a node: its
+// allocatable less what other jobs hold (less nothing when c carries no
+// allocations: pickNode knows only the node). Nil when unknown.
+func room(c *policies.NodeCapacity) *policies.Resources {
+	if c == nil {
+		return nil
+	}
+	return &policies.Resources{CPUMHz: c.Allocatable.CPUMHz - c.Others.CPUMHz, MemoryMB: c.Allocatable.MemoryMB - c.Others.MemoryMB}
+}
+
+// allocatableRoom is room from the node alone (no allocations read):
+// its allocatable, nil when unknown.
+func allocatableRoom(n nomad.Node) *policies.Resources {
+	return room(capacityFacts(n, &nomad.Allocated{}))
 }
 
 // candidate is a node a create may go to.
@@ -183,6 +221,7 @@ type candidate struct {
 	controlPlane bool
 	record       *store.Node
 	used         store.Usage
+	limits       policies.BudgetLimits // the budget's, clamped to the node's allocatable
 	// full: no enrolled node had room at the pick; this is the least
 	// loaded of them, for the policy to refuse with its own B1 decision.
 	full bool
@@ -250,15 +289,15 @@ func (s *Server) pickNode(ctx context.Context, name string, cpu, mem int64, excl
 		if err != nil {
 			return candidate{}, fmt.Errorf("store: node usage %s: %w", n.Name, err)
 		}
-		lim := budgetLimits(rec, def)
+		lim := budgetLimits(rec, def, allocatableRoom(n))
 		if used.Sandboxes+1 > lim.MaxSandboxes || used.CPUMHz+cpu > lim.CPUMHz || used.MemoryMB+mem > lim.MemoryMB {
-			if leastFull == nil || load(used, lim) < load(leastFull.used, budgetLimits(leastFull.record, def)) {
-				leastFull = &candidate{node: n, record: rec, used: used, full: true}
+			if leastFull == nil || load(used, lim) < load(leastFull.used, leastFull.limits) {
+				leastFull = &candidate{node: n, record: rec, used: used, limits: lim, full: true}
 			}
 			continue
 		}
-		if best == nil || load(used, lim) < load(best.used, budgetLimits(best.record, def)) {
-			best = &candidate{node: n, record: rec, used: used}
+		if best == nil || load(used, lim) < load(best.used, best.limits) {
+			best = &candidate{node: n, record: rec, used: used, limits: lim}
 		}
 	}
 	switch {

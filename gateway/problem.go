@@ -37,6 +37,9 @@ type Problem struct {
 	// configuration key (policy.evaluate.timeout, policy.replay.memory_bytes,
 	// ...; docs/runbook.md).
 	Limit string `json:"limit,omitempty"`
+	// SandboxID names the sandbox a create made and that failed
+	// (placement_failed): its record stays readable by id.
+	SandboxID string `json:"sandbox_id,omitempty"`
 
 	retryAfter int    // seconds; sets Retry-After when positive
 	cause      error  // logged, never shown
@@ -99,6 +102,7 @@ const (
 	codeImageLacksTools   = "image_lacks_tools"
 	codeFilesTimeout      = "files_timeout"
 	codeRequestTimeout    = "request_timeout"
+	codePlacementFailed   = "placement_failed"
 )
 
 var problemTitles = map[string]string{ //nolint:gosec // G101: titles of error codes, not credentials
@@ -141,6 +145,7 @@ var problemTitles = map[string]string{ //nolint:gosec // G101: titles of error c
 	codeImageLacksTools:   "The image lacks the tools file operations need",
 	codeFilesTimeout:      "The file operation timed out",
 	codeRequestTimeout:    "The request body did not arrive in time",
+	codePlacementFailed:   "Nomad could not place or start the sandbox",
 }
 
 func newProblem(status int, code, detail string) *Problem {

@@ -33,6 +33,7 @@ type Nomad interface {
 	Nodes(ctx context.Context) ([]nomad.Node, error)
 	Node(ctx context.Context, name string) (nomad.Node, error)
 	NodeUsage(ctx context.Context, nodeID string) (nomad.Usage, error)
+	NodeAllocated(ctx context.Context, nodeID string) (nomad.Allocated, error)
 	Servers(ctx context.Context) ([]nomad.ServerMember, error)
 	Register(ctx context.Context, job *api.Job) (string, error)
 	Job(ctx context.Context, id string) (nomad.JobInfo, error)

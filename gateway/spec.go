@@ -139,7 +139,8 @@ func NewSandboxID() string {
 // WorkerFacts describes a healthy, idle, enrolled worker for when there is
 // no Nomad to ask (sandgate render without a cluster): ready, eligible, not
 // draining, operator state active, the first allowed OS and the given
-// architecture, no usage.
+// architecture, no usage, and room for exactly node_budget_default with
+// nothing allocated.
 func WorkerFacts(name, arch, enrollment string, s policies.Settings) policies.NodeFacts {
 	zero := 0.0
 	return policies.NodeFacts{
@@ -156,6 +157,9 @@ func WorkerFacts(name, arch, enrollment string, s policies.Settings) policies.No
 		OperatorState: "active",
 		Enrollment:    enrollment,
 		Usage:         policies.NodeUsage{MemoryPercent: &zero, DiskPercent: &zero},
+		Capacity: &policies.NodeCapacity{Allocatable: policies.Resources{
+			CPUMHz: s.NodeBudgetDefault.CPUMHz, MemoryMB: s.NodeBudgetDefault.MemoryMB,
+		}},
 	}
 }
 

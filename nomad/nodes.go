@@ -42,6 +42,11 @@ type Node struct {
 	Drivers map[string]bool
 	// HTTPAddr is the node's advertised HTTP address, host:port.
 	HTTPAddr string
+	// Allocatable is what Nomad can allocate on the node at all:
+	// NodeResources less ReservedResources. AllocatableKnown is false when
+	// the node reports no NodeResources (the policy then refuses, B1).
+	Allocatable      Resources
+	AllocatableKnown bool
 }
 
 // Usage is a node's current resource use in percent (0-100).
@@ -199,6 +204,7 @@ func nodeFrom(n *api.Node) *Node {
 		Drivers:     make(map[string]bool, len(n.Drivers)),
 		HTTPAddr:    n.HTTPAddr,
 	}
+	out.Allocatable, out.AllocatableKnown = allocatableOf(n)
 	for name, d := range n.Drivers {
 		out.Drivers[name] = d != nil && d.Detected && d.Healthy
 	}

@@ -35,6 +35,10 @@ type Placement struct {
 	// the constraints: missing drivers: 1", or what a pending placement waits
 	// for. Empty when running.
 	Reason string
+	// Exhausted reports a failed placement whose ground is resources: Nomad
+	// found the node(s) full (NodesExhausted, DimensionExhausted such as
+	// "cpu"). Room may free later, unlike a missing driver.
+	Exhausted bool
 }
 
 // pollState carries what WaitPlacement learned from earlier polls.
@@ -135,7 +139,7 @@ func (c *Client) pollPlacement(ctx context.Context, jobID, evalID string, st *po
 // evalOutcome reports a failed placement from the evaluation alone.
 func evalOutcome(ev *api.Evaluation) (Placement, bool) {
 	failed := func(reason string) (Placement, bool) {
-		return Placement{State: PlacementFailed, Reason: reason}, true
+		return Placement{State: PlacementFailed, Reason: reason, Exhausted: exhausted(ev.FailedTGAllocs)}, true
 	}
 	switch ev.Status {
 	case api.EvalStatusFailed:
@@ -272,6 +276,16 @@ func metricsReason(failed map[string]*api.AllocationMetric) string {
 		parts = append(parts, r)
 	}
 	return strings.Join(parts, "; ")
+}
+
+// exhausted reports a placement metric that found a node full.
+func exhausted(failed map[string]*api.AllocationMetric) bool {
+	for _, m := range failed {
+		if m != nil && (m.NodesExhausted > 0 || len(m.DimensionExhausted) > 0) {
+			return true
+		}
+	}
+	return false
 }
 
 // metricReason explains one task group's placement failure.

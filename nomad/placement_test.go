@@ -235,3 +235,22 @@ func TestAFailedTaskReportsTheDriversReasonNotTheRestartPolicy(t *testing.T) {
 		t.Fatalf("allocFailure with only the restart event: %s", got)
 	}
 }
+
+// A placement Nomad refused for room (a node full: "resources exhausted")
+// says so in Exhausted; one refused for a constraint does not.
+func TestAnExhaustedPlacementIsMarkedSo(t *testing.T) {
+	t.Parallel()
+	full := &api.Evaluation{Status: api.EvalStatusComplete, BlockedEval: "b", FailedTGAllocs: map[string]*api.AllocationMetric{"sandbox": {
+		NodesEvaluated: 1, NodesExhausted: 1, DimensionExhausted: map[string]int{"cpu": 1},
+	}}}
+	p, done := evalOutcome(full)
+	if !done || p != (Placement{State: PlacementFailed, Reason: "resources exhausted: cpu: 1", Exhausted: true}) {
+		t.Fatalf("evalOutcome = %+v, %v", p, done)
+	}
+	filtered := &api.Evaluation{Status: api.EvalStatusComplete, BlockedEval: "b", FailedTGAllocs: map[string]*api.AllocationMetric{"sandbox": {
+		NodesEvaluated: 1, NodesFiltered: 1, ConstraintFiltered: map[string]int{"missing drivers": 1},
+	}}}
+	if p, _ := evalOutcome(filtered); p.Exhausted {
+		t.Fatalf("a constraint failure is marked exhausted: %+v", p)
+	}
+}

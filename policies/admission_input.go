@@ -53,6 +53,30 @@ type NodeFacts struct {
 	OperatorState string    `json:"operator_state,omitempty"` // active, frozen, reserved, draining
 	Enrollment    string    `json:"enrollment,omitempty"`     // none, sandbox, sandbox+egress
 	Usage         NodeUsage `json:"usage"`
+	// Capacity is what Nomad can allocate on the node and what holds it
+	// now (B1). Nil is left out of the document, and B1 refuses a create or
+	// an enrollment without it.
+	Capacity *NodeCapacity `json:"capacity,omitempty"`
+}
+
+// NodeCapacity is a node's room as Nomad's scheduler counts it. Go sums the
+// node's allocations (nomad.Client.NodeAllocated): Rego only compares.
+type NodeCapacity struct {
+	// Allocatable is the node's NodeResources less its ReservedResources.
+	Allocatable Resources `json:"allocatable"`
+	// Others is held by the non-terminal allocations of jobs without the
+	// sandbox prefix (managed applications, another scheduler's jobs).
+	Others Resources `json:"others"`
+	// Sandboxes is held by the non-terminal allocations of prefixed jobs,
+	// as Nomad sees them (a starting sandbox has none yet: budget.used
+	// counts it).
+	Sandboxes Resources `json:"sandboxes"`
+}
+
+// Resources are CPU (MHz) and memory (MB) figures.
+type Resources struct {
+	CPUMHz   int64 `json:"cpu_mhz"`
+	MemoryMB int64 `json:"memory_mb"`
 }
 
 // NodeUsage is the node's resource use in percent.
@@ -138,7 +162,7 @@ func (in *AdmissionInput) Value() (ast.Value, error) {
 		o.Insert(ast.InternedTerm("job"), ast.NewTerm(job))
 	}
 
-	n := ast.NewObjectWithCapacity(11)
+	n := ast.NewObjectWithCapacity(12)
 	putString(n, "id", in.Node.ID)
 	putString(n, "name", in.Node.Name)
 	putString(n, "status", in.Node.Status)
@@ -153,6 +177,13 @@ func (in *AdmissionInput) Value() (ast.Value, error) {
 	putFloatPtr(u, "memory_percent", in.Node.Usage.MemoryPercent)
 	putFloatPtr(u, "disk_percent", in.Node.Usage.DiskPercent)
 	n.Insert(ast.InternedTerm("usage"), ast.NewTerm(u))
+	if c := in.Node.Capacity; c != nil {
+		n.Insert(ast.InternedTerm("capacity"), ast.ObjectTerm(
+			ast.Item(ast.InternedTerm("allocatable"), c.Allocatable.term()),
+			ast.Item(ast.InternedTerm("others"), c.Others.term()),
+			ast.Item(ast.InternedTerm("sandboxes"), c.Sandboxes.term()),
+		))
+	}
 	o.Insert(ast.InternedTerm("node"), ast.NewTerm(n))
 
 	lim := ast.NewObject(
@@ -194,6 +225,13 @@ func (in *AdmissionInput) Value() (ast.Value, error) {
 		ast.Item(ast.InternedTerm("used"), ast.NewTerm(used)),
 	))
 	return o, nil
+}
+
+func (r Resources) term() *ast.Term {
+	return ast.ObjectTerm(
+		ast.Item(ast.InternedTerm("cpu_mhz"), ast.InternedTerm(r.CPUMHz)),
+		ast.Item(ast.InternedTerm("memory_mb"), ast.InternedTerm(r.MemoryMB)),
+	)
 }
 
 // MarshalJSON writes the input document, the job included, as the policy

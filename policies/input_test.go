@@ -84,7 +84,8 @@ func TestTheHandBuiltAdmissionInputEqualsItsJSON(t *testing.T) {
 		Job:     []byte(`{"ID": "sandgate-sbx-k7x2m9p4q8r5t1v6", "Priority": 10, "TaskGroups": [{"Count": 1}]}`),
 		Node: NodeFacts{ID: "n1", Name: "w1", Status: "ready", Eligibility: "eligible", Drain: true,
 			Attributes: map[string]string{"cpu.arch": "arm64"}, Meta: map[string]string{"k": "v"}, ControlPlane: true,
-			OperatorState: "active", Enrollment: "sandbox", Usage: NodeUsage{MemoryPercent: ptr(41.5), DiskPercent: ptr(22.0)}},
+			OperatorState: "active", Enrollment: "sandbox", Usage: NodeUsage{MemoryPercent: ptr(41.5), DiskPercent: ptr(22.0)},
+			Capacity: &NodeCapacity{Allocatable: Resources{CPUMHz: 5192, MemoryMB: 24105}, Others: Resources{CPUMHz: 100}, Sandboxes: Resources{MemoryMB: 64}}},
 		Budget: Budget{Limits: BudgetLimits{MaxSandboxes: 10, CPUMHz: 8000, MemoryMB: 16384}, Used: BudgetUse{Sandboxes: 3, CPUMHz: 1500, MemoryMB: 1536}},
 		NomadMounts: []NomadMount{
 			{Target: "/alloc", HostDisk: true},

@@ -31,6 +31,10 @@ const (
 	CodeBudgetExhausted   = "budget_exhausted"
 	CodeNomadUnavailable  = "nomad_unavailable"
 	CodeUnavailable       = "unavailable"
+	// CodePlacementFailed: Nomad refused to place the sandbox (429 when the
+	// node was full, 503 otherwise) or its task failed to start; nothing
+	// is left and the budget is released. Retry-After says when to retry.
+	CodePlacementFailed = "placement_failed"
 
 	// The files API's (WriteFile, ReadFile, ListFiles, DeleteFile).
 	CodeLengthRequired    = "length_required"     // 411: a write without its size
@@ -76,6 +80,9 @@ type Problem struct {
 	// EndReason and EndedAt say why and when a sandbox ended (410 sandbox_ended).
 	EndReason string     `json:"end_reason,omitempty"`
 	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	// SandboxID names the sandbox a create made and that failed
+	// (placement_failed).
+	SandboxID string `json:"sandbox_id,omitempty"`
 	// RetryAfter is the answer's Retry-After header (429, 503); zero when absent.
 	RetryAfter time.Duration `json:"-"`
 }
@@ -163,7 +170,7 @@ func Printable(s string) string {
 
 // printableMembers passes every text member of p through Printable.
 func (p *Problem) printableMembers() {
-	for _, f := range []*string{&p.Type, &p.Code, &p.Title, &p.Detail, &p.Field, &p.DecisionID, &p.RequestID, &p.EndReason} {
+	for _, f := range []*string{&p.Type, &p.Code, &p.Title, &p.Detail, &p.Field, &p.DecisionID, &p.RequestID, &p.EndReason, &p.SandboxID} {
 		*f = Printable(*f)
 	}
 	for i := range p.RuleIDs {

@@ -77,7 +77,11 @@ func BaseAdmission(s policies.Settings, profile render.Profile, network render.N
 		Attributes:    map[string]string{"kernel.name": "linux", "cpu.arch": spec.Arch, "unique.hostname": "w1"},
 		Meta:          meta,
 		OperatorState: "active", Enrollment: enrollment,
-		Usage: policies.NodeUsage{MemoryPercent: &mem, DiskPercent: &disk}}
+		Usage: policies.NodeUsage{MemoryPercent: &mem, DiskPercent: &disk},
+		Capacity: &policies.NodeCapacity{
+			Allocatable: policies.Resources{CPUMHz: 8000, MemoryMB: 16384},
+			Sandboxes:   policies.Resources{CPUMHz: 1500, MemoryMB: 1536},
+		}}
 	budget := policies.Budget{
 		Limits: policies.BudgetLimits{MaxSandboxes: 10, CPUMHz: 8000, MemoryMB: 16384},
 		Used:   policies.BudgetUse{Sandboxes: 3, CPUMHz: 1500, MemoryMB: 1536},

@@ -88,6 +88,11 @@ type NodeConfig struct {
 	MemoryMB int
 	DiskMB   int
 	CPUMHz   int
+	// ReservedCPUMHz and ReservedMemoryMB are the node's ReservedResources
+	// (a client's `reserved` block): the scheduler fits allocations within
+	// the resources less these, as Nomad does (default 0, as node.json).
+	ReservedCPUMHz   int
+	ReservedMemoryMB int
 }
 
 // DefaultConfig returns two ready linux/arm64 workers, "worker-1" and
@@ -178,6 +183,9 @@ func (c Config) withDefaults() (Config, error) {
 		}
 		if n.CPUMHz <= 0 {
 			n.CPUMHz = DefaultCPUMHz
+		}
+		if n.ReservedCPUMHz < 0 || n.ReservedCPUMHz > n.CPUMHz || n.ReservedMemoryMB < 0 || n.ReservedMemoryMB > n.MemoryMB {
+			return c, fmt.Errorf("nomadsim: config: node %q: reserved resources must be within [0, the node's]", n.Name)
 		}
 		nodes[i] = n
 	}

@@ -30,6 +30,11 @@ type Fault struct {
 	Drop bool
 	// Times is how many requests the fault applies to; 0 means forever.
 	Times int
+	// Before, when set, runs when the fault applies, after Latency and
+	// before the request is answered or served: a test makes the cluster
+	// change at that moment (another scheduler's job takes a node's room
+	// just before a sandbox job is registered). It may call the simulator.
+	Before func()
 }
 
 // InjectFault adds f. Faults are tried in the order they were injected and
@@ -101,6 +106,9 @@ func (fs *faultSet) middleware(ctx context.Context, next http.Handler) http.Hand
 				t.Stop()
 				return
 			}
+		}
+		if f.Before != nil {
+			f.Before()
 		}
 		switch {
 		case f.Drop:

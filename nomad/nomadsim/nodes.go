@@ -97,7 +97,7 @@ func (s *Server) buildNode(nc NodeConfig, now time.Time) *simNode {
 			CPU: new(nc.CPUMHz), Cores: new(0), MemoryMB: new(nc.MemoryMB), MemoryMaxMB: new(0),
 			DiskMB: new(nc.DiskMB), IOPS: new(0), Networks: []*api.NetworkResource{lo},
 		},
-		Reserved: &api.Resources{CPU: new(0), Cores: new(0), MemoryMB: new(0), MemoryMaxMB: new(0), DiskMB: new(0), IOPS: new(0)},
+		Reserved: &api.Resources{CPU: new(nc.ReservedCPUMHz), Cores: new(0), MemoryMB: new(nc.ReservedMemoryMB), MemoryMaxMB: new(0), DiskMB: new(0), IOPS: new(0)},
 		NodeResources: &api.NodeResources{
 			Cpu:            api.NodeCpuResources{CpuShares: int64(nc.CPUMHz), TotalCpuCores: nodeCores, ReservableCpuCores: cores},
 			Memory:         api.NodeMemoryResources{MemoryMB: int64(nc.MemoryMB)},
@@ -105,7 +105,10 @@ func (s *Server) buildNode(nc NodeConfig, now time.Time) *simNode {
 			Networks:       []*api.NetworkResource{lo},
 			MinDynamicPort: 20000, MaxDynamicPort: 32000,
 		},
-		ReservedResources:     &api.NodeReservedResources{},
+		ReservedResources: &api.NodeReservedResources{
+			Cpu:    api.NodeReservedCpuResources{CpuShares: uint64(nc.ReservedCPUMHz)},     //nolint:gosec // G115: validated non-negative
+			Memory: api.NodeReservedMemoryResources{MemoryMB: uint64(nc.ReservedMemoryMB)}, //nolint:gosec // G115: validated non-negative
+		},
 		Links:                 map[string]string{},
 		Meta:                  meta,
 		NodePool:              "default",

@@ -273,10 +273,12 @@ func (s *Server) exhaustedLocked(n *simNode, tg *api.TaskGroup) string {
 		}
 		disk += int(ar.Shared.DiskMB)
 	}
+	// Nomad fits within NodeResources less ReservedResources.
+	nr, rr := n.n.NodeResources, n.n.ReservedResources
 	switch {
-	case cpu > deref(n.n.Resources.CPU):
+	case int64(cpu) > nr.Cpu.CpuShares-int64(rr.Cpu.CpuShares): //nolint:gosec // G115: MHz
 		return "cpu"
-	case mem > deref(n.n.Resources.MemoryMB):
+	case int64(mem) > nr.Memory.MemoryMB-int64(rr.Memory.MemoryMB): //nolint:gosec // G115: MB
 		return "memory"
 	case disk > deref(n.n.Resources.DiskMB):
 		return "disk"

@@ -311,3 +311,36 @@ func TestANodeGoingDownLosesItsAllocations(t *testing.T) {
 		t.Error("unknown node accepted")
 	}
 }
+
+// A client's reserved block is ReservedResources on the node, as a real
+// agent reports it (node.json: NodeResources and ReservedResources), and the
+// scheduler fits within NodeResources less it, as Nomad does.
+func TestTheSchedulerFitsWithinResourcesLessReserved(t *testing.T) {
+	t.Parallel()
+	_, _, c := newSim(t, func(c *Config) { c.Nodes[0].CPUMHz, c.Nodes[0].ReservedCPUMHz = 1200, 300 })
+	nodes, _, err := c.Nodes().List(nil)
+	must(t, err)
+	var id string
+	for _, n := range nodes {
+		if n.Name == "worker-1" {
+			id = n.ID
+		}
+	}
+	n, _, err := c.Nodes().Info(id, nil)
+	must(t, err)
+	if n.NodeResources.Cpu.CpuShares != 1200 || n.ReservedResources.Cpu.CpuShares != 300 {
+		t.Fatalf("node resources %+v reserved %+v", n.NodeResources.Cpu, n.ReservedResources.Cpu)
+	}
+	runningAlloc(t, c, sandboxJob("first", "worker-1")) // 500 of the 900 allocatable
+	resp := register(t, c, sandboxJob("second", "worker-1"))
+	eval, _, _ := c.Evaluations().Info(resp.EvalID, nil)
+	m := eval.FailedTGAllocs["sandbox"]
+	if m == nil || m.NodesExhausted != 1 || m.DimensionExhausted["cpu"] != 1 {
+		t.Errorf("metric %+v, want cpu exhausted (500 + 500 > 1200 - 300)", m)
+	}
+	allocs, _, err := c.Nodes().Allocations(id, nil)
+	must(t, err)
+	if len(allocs) != 1 || allocs[0].AllocatedResources.Tasks["sandbox"].Cpu.CpuShares != 500 {
+		t.Fatalf("node allocations %+v", allocs)
+	}
+}

@@ -189,6 +189,11 @@ _base := {
 		"operator_state": "active",
 		"enrollment": "sandbox",
 		"usage": {"memory_percent": 41.5, "disk_percent": 22.0},
+		"capacity": {
+			"allocatable": {"cpu_mhz": 10000, "memory_mb": 32768},
+			"others": {"cpu_mhz": 1000, "memory_mb": 2048},
+			"sandboxes": {"cpu_mhz": 1000, "memory_mb": 1024},
+		},
 	},
 	"budget": {
 		"limits": {"max_sandboxes": 10, "cpu_mhz": 8000, "memory_mb": 16384},

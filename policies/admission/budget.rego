@@ -21,7 +21,15 @@ _budget_value(section, k) := v if {
 #   (sandboxes, cpu_mhz, memory_mb) must be a non-negative number, and the live sandboxes
 #   on the node plus this one, and the CPU (MHz) and memory (MB) already reserved plus the
 #   task's Resources.CPU and Resources.MemoryMB, must not exceed the limits: sandboxes can
-#   never starve the node's managed applications. Unknown figures refuse (fail closed).
+#   never starve the node's managed applications. The node's room as Nomad counts it must
+#   hold the sandbox too: node.capacity.allocatable (NodeResources less
+#   ReservedResources), node.capacity.others (held by allocations of jobs without the
+#   sandbox prefix) and node.capacity.sandboxes (held by sandbox allocations) must each
+#   carry non-negative cpu_mhz and memory_mb, and others + the larger of the sandboxes'
+#   holding and budget.used + the request must not exceed allocatable, in each
+#   dimension: a budget larger than the node, or a node another scheduler has filled,
+#   is refused here (429, retry later) instead of by Nomad after registration. Unknown
+#   figures refuse (fail closed).
 # custom:
 #   id: B1
 #   severity: medium
@@ -89,6 +97,54 @@ _b1 contains sprintf("node budget: %v used + %v requested memory_mb exceeds %v",
 	used >= 0
 	used + request <= limit
 }
+
+# Nomad's room: node.capacity, summed in Go from the node's resources and its
+# allocations. Each figure must be a non-negative number.
+_b1 contains sprintf("node.capacity.%s.%s %v must be a non-negative number", [group, k, _capacity_value(group, k)]) if {
+	some group in ["allocatable", "others", "sandboxes"]
+	some k in ["cpu_mhz", "memory_mb"]
+	not _capacity_figure_ok(group, k)
+}
+
+_capacity_figure_ok(group, k) if {
+	x := input.node.capacity[group][k]
+	is_number(x)
+	x >= 0
+}
+
+_capacity_value(group, k) := v if {
+	v := input.node.capacity[group][k]
+} else := null
+
+# Other jobs' holding + what sandboxes hold (the larger of Nomad's count and the gateway's
+# reservations: a starting sandbox has no allocation yet, another gateway's sandbox no
+# reservation here) + the request fits in what Nomad can allocate on the node.
+_b1 contains sprintf("node capacity: %v %s held by other jobs + %v by sandboxes + %v requested exceeds the %v Nomad can allocate on node %v", [_capacity_value("others", k), k, _sandboxes_held(k), _resource_value(field), _capacity_value("allocatable", k), _node_value("name")]) if {
+	some k, field in {"cpu_mhz": "CPU", "memory_mb": "MemoryMB"}
+	not _capacity_fits(k, field)
+}
+
+_capacity_fits(k, field) if {
+	others := input.node.capacity.others[k]
+	held := _sandboxes_held(k)
+	request := input.job.TaskGroups[0].Tasks[0].Resources[field]
+	allocatable := input.node.capacity.allocatable[k]
+	is_number(others)
+	is_number(held)
+	is_number(request)
+	is_number(allocatable)
+	others >= 0
+	held >= 0
+	(others + held) + request <= allocatable
+}
+
+# The larger of Nomad's sandbox holding and budget.used; null when either is not a number.
+_sandboxes_held(k) := max([nomad, reserved]) if {
+	nomad := input.node.capacity.sandboxes[k]
+	reserved := input.budget.used[k]
+	is_number(nomad)
+	is_number(reserved)
+} else := null
 
 # --- B2 --------------------------------------------------------------------------------
 

@@ -46,6 +46,45 @@ test_b1_zero_limits_deny if {
 	_ids(_with("/budget/limits", {"max_sandboxes": 0, "cpu_mhz": 8000, "memory_mb": 16384})) == {"B1"}
 }
 
+# B1: Nomad's room (node.capacity) ---------------------------------------------------------
+
+test_b1_a_request_that_fills_nomads_room_exactly_is_allowed if {
+	# 1000 others + max(1000 Nomad, 1500 reserved) + 500 requested = 3000
+	_ids(_with("/node/capacity/allocatable/cpu_mhz", 3000)) == set()
+}
+
+test_b1_a_request_beyond_nomads_room_denies if {
+	d := _decision(_with("/node/capacity/allocatable/cpu_mhz", 2999))
+	d.violations == {{"rule": "B1", "msg": "node capacity: 1000 cpu_mhz held by other jobs + 1500 by sandboxes + 500 requested exceeds the 2999 Nomad can allocate on node w1"}}
+}
+
+test_b1_another_schedulers_job_filling_the_node_denies_within_the_budget if {
+	# budget: 1536 + 512 of 16384 MB is fine; Nomad: 31000 + 1536 + 512 > 32768
+	d := _decision(_with("/node/capacity/others/memory_mb", 31000))
+	d.violations == {{"rule": "B1", "msg": "node capacity: 31000 memory_mb held by other jobs + 1536 by sandboxes + 512 requested exceeds the 32768 Nomad can allocate on node w1"}}
+}
+
+test_b1_sandboxes_nomad_holds_beyond_the_reservations_count if {
+	# another gateway's sandboxes on the node: Nomad's count (8600) is the larger
+	_ids(_with("/node/capacity/sandboxes/cpu_mhz", 8500)) == set()
+	_ids(_with("/node/capacity/sandboxes/cpu_mhz", 8501)) == {"B1"}
+}
+
+test_b1_missing_capacity_denies if {
+	d := _decision(_without("/node/capacity"))
+	{"rule": "B1", "msg": "node.capacity.allocatable.cpu_mhz null must be a non-negative number"} in d.violations
+	{"rule": "B1", "msg": "node.capacity.others.memory_mb null must be a non-negative number"} in d.violations
+	{v.rule | some v in d.violations} == {"B1"}
+}
+
+test_b1_malformed_capacity_figures_deny if {
+	_ids(_with("/node/capacity/allocatable/memory_mb", "32768")) == {"B1"}
+	_ids(_with("/node/capacity/others/cpu_mhz", -1)) == {"B1"}
+	_ids(_with("/node/capacity/sandboxes/memory_mb", null)) == {"B1"}
+	_ids(_without("/node/capacity/sandboxes")) == {"B1"}
+	_ids(_with("/node/capacity", [])) == {"B1"}
+}
+
 # B2 ----------------------------------------------------------------------------------------
 
 test_b2_cpu_above_max_with_budget_room_denies if {

@@ -186,23 +186,29 @@ _b1 contains sprintf("budget.max_sandboxes %v exceeds the ceiling %v", [_budget.
 
 _within_ceiling if _budget.max_sandboxes <= _cfg.hosts.max_sandboxes_ceiling
 
-_b1 contains sprintf("budget.%v %v exceeds the node's %v of %v", [k, _budget[k], attr, total]) if {
-	some k, attr in {"cpu_mhz": "cpu.totalcompute", "memory_mb": "memory.totalbytes"}
+_b1 contains sprintf("budget.%v %v exceeds the %v Nomad can allocate on node %v (%v allocatable less %v held by other jobs); give at most %v or omit it (the default is clamped to it)", [k, _budget[k], _room(k), _node.name, _node.capacity.allocatable[k], _node.capacity.others[k], _room(k)]) if {
+	some k in ["cpu_mhz", "memory_mb"]
 	_positive_int(_budget[k])
-	total := _node_total(attr)
-	_budget[k] > total
+	_budget[k] > _room(k)
 }
 
-# The node's total CPU (MHz) or memory (MB) from its fingerprinted attributes; undefined
-# when Nomad does not report it (the figure is then only bounded by being positive).
-_node_total("cpu.totalcompute") := to_number(v) if {
-	v := _node.attributes["cpu.totalcompute"]
-	regex.match(`^[0-9]{1,12}$`, v)
+# What Nomad can still allocate to sandboxes on the node: allocatable less what other jobs
+# hold; undefined when a figure is missing (refused below).
+_room(k) := _node.capacity.allocatable[k] - _node.capacity.others[k] if {
+	_capacity_figure_ok("allocatable", k)
+	_capacity_figure_ok("others", k)
 }
 
-_node_total("memory.totalbytes") := floor(to_number(v) / 1048576) if {
-	v := _node.attributes["memory.totalbytes"]
-	regex.match(`^[0-9]{1,18}$`, v)
+_b1 contains sprintf("node.capacity.%s.%s %v must be a non-negative number: an enrollment needs what Nomad can allocate on the node", [group, k, object.get(_node, ["capacity", group, k], null)]) if {
+	some group in ["allocatable", "others"]
+	some k in ["cpu_mhz", "memory_mb"]
+	not _capacity_figure_ok(group, k)
+}
+
+_capacity_figure_ok(group, k) if {
+	x := _node.capacity[group][k]
+	is_number(x)
+	x >= 0
 }
 
 _positive_int(x) if {
@@ -217,8 +223,12 @@ _positive_int(x) if {
 #   The budget given at enrollment (max_sandboxes, cpu_mhz, memory_mb; omitted figures
 #   take node_budget_default) holds only known figures, each an integer of at least 1;
 #   max_sandboxes is at most hosts.max_sandboxes_ceiling; cpu_mhz and memory_mb do not
-#   exceed the node's own cpu.totalcompute and memory.totalbytes when Nomad reports them.
-#   A budget larger than the node would let sandboxes starve its managed applications.
+#   exceed what Nomad can allocate on the node: node.capacity.allocatable (NodeResources
+#   less ReservedResources) less node.capacity.others (held by allocations of jobs without
+#   the sandbox prefix), figures that must be known (fail closed). A budget larger than
+#   the node would let sandboxes starve its managed applications, and Nomad would refuse
+#   the sandboxes it admits. Omitted figures are not judged here: the gateway clamps the
+#   default to the same room at every create (and admission's B1 checks the room).
 # custom:
 #   id: B1
 #   severity: medium

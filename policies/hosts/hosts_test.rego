@@ -7,6 +7,11 @@ _node := {
 	"control_plane": false, "operator_state": "active", "enrollment": "none",
 	"meta": {"sandgate.isolation": "v1"},
 	"attributes": {"cpu.totalcompute": "8000", "memory.totalbytes": "17179869184", "unique.hostname": "worker-1"},
+	"capacity": {
+		"allocatable": {"cpu_mhz": 8500, "memory_mb": 16384},
+		"others": {"cpu_mhz": 500, "memory_mb": 0},
+		"sandboxes": {"cpu_mhz": 0, "memory_mb": 0},
+	},
 }
 
 _enroll := {
@@ -148,14 +153,40 @@ test_b1_above_the_ceiling_denied if {
 	_ids(_with(_enroll, "/request/budget/max_sandboxes", 1001)) == {"B1"}
 }
 
-test_b1_above_the_node_denied if {
+test_b1_above_what_nomad_can_allocate_denied if {
+	# room: 8500 allocatable - 500 held by other jobs = 8000 MHz; 16384 MB
 	_ids(_with(_enroll, "/request/budget/cpu_mhz", 8001)) == {"B1"}
 	_ids(_with(_enroll, "/request/budget/memory_mb", 16385)) == {"B1"}
 	hosts.decision.allow with input as _with(_enroll, "/request/budget/memory_mb", 16384)
+	hosts.decision.allow with input as _with(_enroll, "/request/budget/cpu_mhz", 8000)
 }
 
-test_b1_node_without_totals_only_needs_positive_figures if {
-	hosts.decision.allow with input as _with(_with(_enroll, "/node/attributes", {}), "/request/budget/cpu_mhz", 999999)
+test_b1_the_refusal_names_the_room if {
+	d := hosts.decision with input as _with(_enroll, "/request/budget/cpu_mhz", 8001)
+	d.violations == {{"rule": "B1", "msg": "budget.cpu_mhz 8001 exceeds the 8000 Nomad can allocate on node worker-1 (8500 allocatable less 500 held by other jobs); give at most 8000 or omit it (the default is clamped to it)"}}
+}
+
+test_b1_other_jobs_shrink_the_room if {
+	_ids(_with(_enroll, "/node/capacity/others/memory_mb", 8193)) == {"B1"}
+	hosts.decision.allow with input as _with(_enroll, "/node/capacity/others/memory_mb", 8192)
+}
+
+test_b1_the_totals_attributes_no_longer_bound_the_budget if {
+	hosts.decision.allow with input as _with(_enroll, "/node/attributes", {})
+}
+
+test_b1_enrolling_without_known_capacity_denied if {
+	_ids(_without(_enroll, "/node/capacity")) == {"B1"}
+	_ids(_without(_without(_enroll, "/node/capacity"), "/request/budget")) == {"B1"}
+	_ids(_with(_enroll, "/node/capacity/allocatable/cpu_mhz", "8500")) == {"B1"}
+	_ids(_with(_enroll, "/node/capacity/others/memory_mb", -1)) == {"B1"}
+	d := hosts.decision with input as _without(_enroll, "/node/capacity/others")
+	{"rule": "B1", "msg": "node.capacity.others.cpu_mhz null must be a non-negative number: an enrollment needs what Nomad can allocate on the node"} in d.violations
+}
+
+test_b1_capacity_is_not_needed_to_unenroll_or_change_state if {
+	hosts.decision.allow with input as _without(_unenroll, "/node/capacity")
+	hosts.decision.allow with input as _without(_state("frozen", 0, false), "/node/capacity")
 }
 
 # R2 -------------------------------------------------------------------------------------

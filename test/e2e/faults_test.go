@@ -409,7 +409,9 @@ func TestANodeVanishingMidCreate(t *testing.T) {
 // createAndThen creates a sandbox from body and runs fault the moment
 // Nomad has accepted its job (the registration's answer passing the proxy
 // p), before the gateway sees that answer. The create must answer 201 or
-// 202; it returns the sandbox's id and the answer.
+// 202, or, when the sandbox failed while the create waited, a 503 or 429
+// placement_failed naming it (sandbox_id); it returns the sandbox's id and
+// the answer.
 func (g *gw) createAndThen(t *testing.T, p *nomadProxy, fault func(), body map[string]any, what string) (string, map[string]any) {
 	t.Helper()
 	p.after(func(r *http.Request, resp *http.Response) bool {
@@ -417,7 +419,16 @@ func (g *gw) createAndThen(t *testing.T, p *nomadProxy, fault func(), body map[s
 	}, fault)
 	r := g.do(t, http.MethodPost, "/v1/sandboxes", g.operator, body)
 	t.Logf("%s: %s", what, r)
-	if r.status != http.StatusCreated && r.status != http.StatusAccepted {
+	switch r.status {
+	case http.StatusCreated, http.StatusAccepted:
+	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
+		m := r.object(t)
+		id, _ := m["sandbox_id"].(string)
+		if m["code"] != "placement_failed" || r.header.Get("Retry-After") == "" {
+			t.Fatalf("%s: %s", what, r)
+		}
+		return id, m
+	default:
 		t.Fatalf("%s: %s", what, r)
 	}
 	m := r.object(t)

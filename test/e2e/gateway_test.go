@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -93,7 +94,7 @@ func startGateway(t testing.TB, o gwOptions) *gw {
 		t.Fatal(err)
 	}
 	if len(o.Nodes) == 0 {
-		o.Nodes = []gwNode{{Name: sharedNode, MaxSandboxes: 20, CPUMHz: 4000, MemoryMB: 8192}}
+		o.Nodes = []gwNode{sharedBudget()}
 	}
 	or := func(v, def string) string {
 		if v == "" {
@@ -135,6 +136,16 @@ func startGateway(t testing.TB, o gwOptions) *gw {
 	return g
 }
 
+// sharedBudget is the shared node's enrollment in a test's gateway,
+// derived from what Nomad can allocate there (the gateway refuses a budget
+// above it, B1): half of its CPU and at most half of its memory, so that
+// the gateways of two tests running at once (the default -parallel on two
+// cores) fit on it together. The real client fingerprints about 5,200 MHz.
+func sharedBudget() gwNode {
+	room := allocatable(suite.worker)
+	return gwNode{Name: sharedNode, MaxSandboxes: 20, CPUMHz: room.cpuMHz / 2, MemoryMB: min(8192, room.memoryMB/2)}
+}
+
 // ownNode starts a client agent of the test's own (for a test that stops,
 // drains or misconfigures its node; meta lines go into its client block)
 // and a gateway that enrolls only that node, with a small budget.
@@ -153,7 +164,7 @@ func ownNodeWith(t *testing.T, n gwNode, o gwOptions, meta ...string) (*agent, *
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Stop)
-	n.MaxSandboxes, n.CPUMHz, n.MemoryMB = 4, 1000, 2048
+	n.MaxSandboxes, n.CPUMHz, n.MemoryMB = 4, min(1000, allocatable(a).cpuMHz), min(2048, allocatable(a).memoryMB)
 	o.Nodes = []gwNode{n}
 	return a, startGateway(t, o)
 }
@@ -289,7 +300,7 @@ func (g *gw) create(t testing.TB, tok string, body map[string]any) sandbox {
 	if _, ok := body["memory_mb"]; !ok {
 		body["memory_mb"] = 128
 	}
-	r := g.do(t, http.MethodPost, "/v1/sandboxes", tok, body)
+	r := g.createWhenRoom(t, tok, body)
 	if r.status != http.StatusCreated {
 		t.Fatalf("create %v: %s", body, r)
 	}
@@ -303,6 +314,34 @@ func (g *gw) create(t testing.TB, tok string, body map[string]any) sandbox {
 		t.Fatalf("create answered no id or session token: %s", r)
 	}
 	return sandbox{id: id, session: session, view: m}
+}
+
+// createWhenRoom creates a sandbox from body, waiting while the node is
+// full: the shared node is shared with the other tests' gateways, and a
+// create that finds it full is refused 429 (budget_exhausted before
+// Nomad, B1, or placement_failed when another gateway's sandbox took the
+// room after admission). It retries until the node has room again, for
+// at most 3 minutes; any other answer is returned as it is.
+func (g *gw) createWhenRoom(t testing.TB, tok string, body map[string]any) reply {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		r := g.do(t, http.MethodPost, "/v1/sandboxes", tok, body)
+		if r.status != http.StatusTooManyRequests || time.Now().After(deadline) {
+			return r
+		}
+		var p struct {
+			Code    string   `json:"code"`
+			RuleIDs []string `json:"rule_ids"`
+		}
+		full := json.Unmarshal(r.body, &p) == nil &&
+			(p.Code == "placement_failed" || p.Code == "budget_exhausted" && slices.Equal(p.RuleIDs, []string{"B1"}))
+		if !full {
+			return r
+		}
+		t.Logf("create %v: the node is full (%s); retrying when a sandbox ends", body, r)
+		time.Sleep(500 * time.Millisecond) // poll for the room; bounded by deadline
+	}
 }
 
 // execResult is the JSON answer of an exec, as the project's API client

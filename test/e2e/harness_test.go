@@ -196,7 +196,16 @@ func startServer() error {
 // startClient starts a client-only agent named name, with the given node
 // meta, and waits until its node is ready with a healthy docker driver.
 func startClient(name string, meta ...string) (*agent, error) {
-	return suite.cluster.StartClient(context.Background(), name, meta...)
+	a, err := suite.cluster.StartClient(context.Background(), name, meta...)
+	if err != nil {
+		return a, err
+	}
+	n, err := localnomad.WaitNode(context.Background(), suite.api, name)
+	if err != nil {
+		return a, err
+	}
+	allocatables.Store(a, allocatableOf(n))
+	return a, nil
 }
 
 // tearDown purges every job of the suite's server, stops the agents,

@@ -209,8 +209,9 @@ func TestADrainedNodeIsReclaimed(t *testing.T) {
 // TestATaskThatCannotStartSaysWhy: a node enrolled for egress whose host
 // lacks the isolation bundle's Docker network (an operator's mistake the
 // policy cannot see: the node's meta claims the bundle) fails the task at
-// start; the sandbox fails with the driver's own message in last_error,
-// not "Policy allows no restarts", and its budget is released.
+// start; the create answers 503 placement_failed (never a 201) with the
+// driver's own message in detail, not "Policy allows no restarts"; the
+// record fails with it in last_error, and its budget is released.
 func TestATaskThatCannotStartSaysWhy(t *testing.T) {
 	need(t)
 	t.Parallel()
@@ -218,14 +219,18 @@ func TestATaskThatCannotStartSaysWhy(t *testing.T) {
 	_, g := ownNode(t, gwNode{Name: node, Egress: true}, `    "sandgate.isolation" = "v1"`)
 	r := g.do(t, http.MethodPost, "/v1/sandboxes", g.operator, map[string]any{
 		"node": node, "network": "egress", "image": imageBusybox, "cpu_mhz": 100, "memory_mb": 128})
-	if r.status != http.StatusCreated {
-		t.Fatalf("create: %s", r)
-	}
 	m := r.object(t)
-	if m["state"] != "failed" || m["token"] != nil {
+	if r.status != http.StatusServiceUnavailable || m["code"] != "placement_failed" || m["token"] != nil || r.header.Get("Retry-After") == "" {
 		t.Fatalf("a sandbox that cannot start: %s", r)
 	}
-	msg, _ := m["last_error"].(string)
+	if d, _ := m["detail"].(string); !strings.Contains(d, "sandgate-egress") {
+		t.Fatalf("detail does not carry the driver's reason: %q", d)
+	}
+	rec := g.status(t, m["sandbox_id"].(string))
+	if rec["state"] != "failed" || rec["end_reason"] != "placement_failed" {
+		t.Fatalf("the record of a sandbox that cannot start: %v", rec)
+	}
+	msg, _ := rec["last_error"].(string)
 	if !strings.Contains(msg, "sandgate-egress") || strings.Contains(msg, "Policy allows no restarts") {
 		t.Fatalf("last_error does not carry the driver's reason: %q", msg)
 	}

@@ -29,6 +29,11 @@ type proxyFault struct {
 	// LoseAnswer forwards the request (Nomad applies it), then closes the
 	// connection instead of answering.
 	LoseAnswer bool
+	// Before runs when the fault matches, after Latency and before the
+	// request is forwarded or answered: the cluster changes at that
+	// moment (another job takes the node's room just as a sandbox's job is
+	// registered).
+	Before func()
 }
 
 func (f proxyFault) matches(r *http.Request) bool {
@@ -148,6 +153,9 @@ func (p *nomadProxy) serve(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		}
+	}
+	if fault.Before != nil {
+		fault.Before()
 	}
 	switch {
 	case fault.Drop:

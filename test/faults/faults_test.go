@@ -135,8 +135,9 @@ func TestNomadFailingEveryCallOrSomeGivesAClearErrorAndLeavesNothingBehind(t *te
 
 // TestANodeGoingDownWhileASandboxIsPlacedFailsIt: the node the job is
 // pinned to goes down between the registration and the allocation's
-// start. The create answers 201 with the sandbox failed, saying why, and
-// no session token; the job is purged and the budget released.
+// start. The create answers 503 placement_failed (never a 201), saying
+// why, with Retry-After and no session token; the sandbox failed, its job
+// is purged and its budget released.
 func TestANodeGoingDownWhileASandboxIsPlacedFailsIt(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -165,13 +166,16 @@ func TestANodeGoingDownWhileASandboxIsPlacedFailsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	a = <-done
-	if a.err != nil {
-		t.Fatalf("create: %v", a.err)
+	var p *client.Problem
+	if !errors.As(a.err, &p) || p.Status != http.StatusServiceUnavailable || p.Code != client.CodePlacementFailed ||
+		p.RetryAfter <= 0 || p.Detail == "" || p.SandboxID == "" || a.sb.Token != "" {
+		t.Fatalf("a sandbox whose node went down while it was placed: %v %+v", a.err, a.sb)
 	}
-	if a.sb.State != client.StateFailed || a.sb.Token != "" || a.sb.LastError == "" || a.sb.EndReason != "placement_failed" {
-		t.Fatalf("a sandbox whose node went down while it was placed: %+v", a.sb)
+	t.Logf("problem: %v", p)
+	rec := g.waitRecord(p.SandboxID, "failed", func(r store.Sandbox) bool { return r.State == store.StateFailed })
+	if rec.EndReason != "placement_failed" || rec.LastError == "" {
+		t.Fatalf("record: %+v", rec)
 	}
-	t.Logf("last_error: %s", a.sb.LastError)
 	g.waitNothingLeft("after the failed start")
 	if err := g.sim.SetNodeStatus(node, "ready"); err != nil {
 		t.Fatal(err)
