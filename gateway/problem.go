@@ -92,6 +92,7 @@ const (
 	codeWriteFailed       = "write_failed"
 	codeImageLacksTools   = "image_lacks_tools"
 	codeFilesTimeout      = "files_timeout"
+	codeRateLimited       = "rate_limited"
 )
 
 var problemTitles = map[string]string{ //nolint:gosec // G101: titles of error codes, not credentials
@@ -131,6 +132,7 @@ var problemTitles = map[string]string{ //nolint:gosec // G101: titles of error c
 	codeWriteFailed:       "The sandbox's filesystem refused the write",
 	codeImageLacksTools:   "The image lacks the tools file operations need",
 	codeFilesTimeout:      "The file operation timed out",
+	codeRateLimited:       "Too many requests",
 }
 
 func newProblem(status int, code, detail string) *Problem {

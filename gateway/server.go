@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -107,6 +108,17 @@ type Config struct {
 	Simulated bool
 	// Version is reported by /v1/capabilities.
 	Version string
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
+	// believed when a route that takes no token is limited per client
+	// address (Q1, docs/runbook.md); empty believes no header, and the
+	// peer's address is the client's.
+	TrustedProxies []netip.Prefix
+	// RateLimitWindow is how often the requests a rate limit refused are
+	// reported, in one log line per principal or address; default 10 s.
+	RateLimitWindow time.Duration
+	// RateLimitMaxKeys bounds the buckets held at once; past it, new
+	// principals or addresses of a class share one bucket. Default 100,000.
+	RateLimitMaxKeys int
 }
 
 func (c *Config) defaults() {
@@ -139,6 +151,10 @@ func (c *Config) defaults() {
 	setDur(&c.ReconcileInterval, 5*time.Minute)
 	setDur(&c.ReclaimInterval, 30*time.Second)
 	setDur(&c.Retention, 7*24*time.Hour)
+	setDur(&c.RateLimitWindow, 10*time.Second)
+	if c.RateLimitMaxKeys == 0 {
+		c.RateLimitMaxKeys = 100_000
+	}
 	if c.Version == "" {
 		c.Version = "dev"
 	}
@@ -162,6 +178,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("gateway: MaxHeaderBytes %d is below 4 KiB", c.MaxHeaderBytes)
 	case c.DefaultWait > c.MaxWait:
 		return errors.New("gateway: DefaultWait exceeds MaxWait")
+	case c.RateLimitWindow < time.Second:
+		return fmt.Errorf("gateway: RateLimitWindow %s is below 1 s", c.RateLimitWindow)
+	case c.RateLimitMaxKeys < 1:
+		return fmt.Errorf("gateway: RateLimitMaxKeys %d is below 1", c.RateLimitMaxKeys)
 	}
 	return nil
 }
@@ -175,7 +195,9 @@ type Server struct {
 	log       *slog.Logger
 	metrics   *metrics
 	nodes     *nodeCache
-	ready     readiness
+	// limits holds the rate-limit buckets (Q1, ratelimit.go).
+	limits *rateLimiter
+	ready  readiness
 	// taskName is the task every rendered job runs, computed once: exec
 	// and logs address it on every request.
 	taskName string
@@ -210,6 +232,9 @@ func New(cfg Config) (*Server, error) {
 		m.routes[r.path] = true
 	}
 	s.nodes = newNodeCache(cfg.Nomad, 2*time.Second, cfg.Now)
+	s.limits = newRateLimiter(cfg.Engine, cfg.Now, cfg.RateLimitWindow, cfg.RateLimitMaxKeys)
+	s.limits.onTable, s.limits.onLimited = m.initRateLimited, m.countRateLimited
+	s.limits.current() // the metric's series exist from the start
 	s.taskName = render.DefaultConfig().TaskName
 	s.replaying = make(chan struct{}, 1)
 	s.mcp = mcpserver.Handler(mcpserver.Config{API: s.Handler, Verify: s.verifyBearer, Version: cfg.Version})
@@ -348,15 +373,22 @@ func (s *Server) newEcho() *echo.Echo {
 		Skipper: func(c echo.Context) bool { return c.Path() == filesRoute && c.Request().Method == http.MethodPut },
 	}))
 	for _, r := range s.routes() {
-		if r.public {
-			e.Add(r.method, r.path, r.handler)
+		if r.public { // limited per client address (Q1)
+			e.Add(r.method, r.path, r.handler, s.limitAddress)
 			continue
 		}
-		mw := []echo.MiddlewareFunc{s.authenticate, s.authorize(r.body)}
-		if r.path == filesRoute {
-			mw = append([]echo.MiddlewareFunc{s.filesLimits}, mw...)
-		}
-		e.Add(r.method, r.path, r.handler, mw...)
+		e.Add(r.method, r.path, r.handler, s.middleware(r)...)
 	}
 	return e
+}
+
+// middleware is the chain of a route that takes a token. The principal's
+// bucket (Q1) sits between authentication and the decision: a refused
+// request costs no evaluation and no decision line.
+func (s *Server) middleware(r route) []echo.MiddlewareFunc {
+	mw := []echo.MiddlewareFunc{s.authenticate, s.limitPrincipal, s.authorize(r.body)}
+	if r.path == filesRoute {
+		mw = append([]echo.MiddlewareFunc{s.filesLimits}, mw...)
+	}
+	return mw
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -57,6 +58,9 @@ type gatewayOptions struct {
 	DecisionLogKeep   int
 	// DecisionInputs keeps the masked inputs in the decision log.
 	DecisionInputs bool
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
+	// believed for the per-address rate limit (Q1).
+	TrustedProxies []netip.Prefix
 	// Nodes are enrolled (or re-enrolled) at start.
 	Nodes []store.Node
 	// Ready, when set, is called once the listener is open.
@@ -185,7 +189,7 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 		Engine: engine, Store: parts.store, Nomad: nc, Tokens: iss, Decisions: parts.audit,
 		Logger: log, ReaperInterval: o.ReaperInterval, ReconcileInterval: o.ReconcileInterval,
 		ReclaimInterval: o.ReclaimInterval, Retention: o.Retention, StartTimeout: o.StartTimeout, Namespace: ncfg.Namespace,
-		Simulated: o.Simulated, Version: version, LogInputs: o.DecisionInputs,
+		Simulated: o.Simulated, Version: version, LogInputs: o.DecisionInputs, TrustedProxies: o.TrustedProxies,
 	})
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -88,6 +89,10 @@ type serveConfig struct {
 	// placed but not running) before it is failed, its job purged and its
 	// budget released (default "5m").
 	StartTimeout duration `json:"start_timeout"`
+	// TrustedProxies are the reverse proxies (CIDRs or addresses) whose
+	// X-Forwarded-For names the client of a route without a token, for its
+	// per-address rate limit (Q1). Empty: the peer's address is the client's.
+	TrustedProxies []string `json:"trusted_proxies"`
 	// DecisionLog rotation: size in bytes and rotated files kept.
 	DecisionLog struct {
 		MaxBytes int64 `json:"max_bytes"`
@@ -158,6 +163,19 @@ func loadServeConfig(path string) (gatewayOptions, error) {
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		problems = append(problems, "tls.cert_file and tls.key_file go together")
 	}
+	var proxies []netip.Prefix
+	for _, p := range c.TrustedProxies {
+		pfx, err := netip.ParsePrefix(p)
+		if err != nil {
+			a, aerr := netip.ParseAddr(p)
+			if aerr != nil {
+				problems = append(problems, fmt.Sprintf("trusted_proxies: %q is neither a CIDR nor an address", p))
+				continue
+			}
+			pfx = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		proxies = append(proxies, pfx.Masked())
+	}
 	if len(problems) > 0 {
 		return o, fmt.Errorf("%s: %s", path, strings.Join(problems, "; "))
 	}
@@ -191,6 +209,7 @@ func loadServeConfig(path string) (gatewayOptions, error) {
 		ReclaimInterval: time.Duration(c.ReclaimInterval), Retention: time.Duration(c.Retention),
 		StartTimeout:     time.Duration(c.StartTimeout),
 		DecisionLogBytes: c.DecisionLog.MaxBytes, DecisionLogKeep: c.DecisionLog.Keep, DecisionInputs: c.DecisionLog.IncludeInputs,
+		TrustedProxies: proxies,
 	}
 	for _, n := range c.Nodes {
 		if n.Name == "" {

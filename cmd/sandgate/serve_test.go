@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -42,6 +43,7 @@ func TestServeConfigIsReadStrictly(t *testing.T) {
 	good := `{"listen":"127.0.0.1:8443","data_dir":"/var/lib/sandgate",
 	  "nomad":{"address":"https://nomad:4646","token_file":"` + tokenFile + `","timeout":"3s"},
 	  "reaper_interval":"10s","reconcile_interval":"1m","retention":"48h","start_timeout":"90s",
+	  "trusted_proxies":["10.0.0.0/8","192.0.2.7","fd00::/8"],
 	  "nodes":[{"name":"w1","egress":true,"max_sandboxes":4}]}`
 	o, err := loadServeConfig(writeConfig(t, good))
 	if err != nil {
@@ -52,6 +54,9 @@ func TestServeConfigIsReadStrictly(t *testing.T) {
 		len(o.Nodes) != 1 || o.Nodes[0].Enrollment != "sandbox+egress" || o.Nodes[0].MaxSandboxes != 4 {
 		t.Fatalf("parsed %+v", o)
 	}
+	if got := fmt.Sprint(o.TrustedProxies); got != "[10.0.0.0/8 192.0.2.7/32 fd00::/8]" {
+		t.Fatalf("trusted_proxies parsed as %s", got)
+	}
 	cases := []struct{ name, body, want string }{
 		{"an unknown field", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"lissen":"y"}`, "lissen"},
 		{"no listen address", `{"data_dir":"d","nomad":{"address":"http://n"}}`, "listen is required"},
@@ -61,6 +66,7 @@ func TestServeConfigIsReadStrictly(t *testing.T) {
 		{"a node without a name", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"nodes":[{}]}`, "nodes[].name"},
 		{"a policy dir and a bundle file", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"policy":{"dir":"p","bundle_file":"b"}}`, "give one"},
 		{"both names of the policy dir", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"policy_dir":"p","policy":{"dir":"q"}}`, "keep policy.dir"},
+		{"a trusted proxy that is not an address", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"trusted_proxies":["proxy.local"]}`, "trusted_proxies"},
 		{"a verification key without a bundle file", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"policy":{"dir":"p","verification_key":"k"}}`, "verifies a policy.bundle_file"},
 	}
 	for _, c := range cases {
