@@ -20,7 +20,6 @@ import (
 	"sandgate/gateway/gatewaytest"
 	"sandgate/gateway/token"
 	"sandgate/policies"
-	"sandgate/policies/policytest"
 )
 
 // The rate limits these tests give policy data (Q1): a session is held to
@@ -34,30 +33,6 @@ var testRateLimits = map[string]policies.RateLimit{
 	"anonymous": {RequestsPerSecond: 1, Burst: 3},
 }
 
-// rateLimitBundle writes the embedded bundle with limits as its
-// rate_limits (and small Rego tests, so a reload to it takes a second).
-func rateLimitBundle(t *testing.T, limits map[string]policies.RateLimit) string {
-	t.Helper()
-	dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), policies.EntrypointNames())
-	file := filepath.Join(dir, "data.json")
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(data, &doc); err != nil {
-		t.Fatal(err)
-	}
-	doc["sandgate"].(map[string]any)["config"].(map[string]any)["rate_limits"] = limits
-	if data, err = json.Marshal(doc); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(file, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 // rateLimitHarness is the gateway on a fake clock with testRateLimits (or
 // limits) and its own engine, its decision log rotated as audit says.
 func rateLimitHarness(t *testing.T, limits map[string]policies.RateLimit, auditCfg func(*audit.Config), cfg func(*gateway.Config)) *harness {
@@ -65,7 +40,7 @@ func rateLimitHarness(t *testing.T, limits map[string]policies.RateLimit, auditC
 	if limits == nil {
 		limits = testRateLimits
 	}
-	engine, err := policies.New(context.Background(), policies.Config{Dir: rateLimitBundle(t, limits)})
+	engine, err := policies.New(context.Background(), policies.Config{Dir: gatewaytest.BundleWithRateLimits(t, limits)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +288,7 @@ func TestAReloadWithOtherNumbersAppliesToTheNextRequest(t *testing.T) {
 		looser[k] = v
 	}
 	looser["session"] = policies.RateLimit{RequestsPerSecond: 100, Burst: 100}
-	if err := h.engine.Reload(context.Background(), policies.Config{Dir: rateLimitBundle(t, looser)}); err != nil {
+	if err := h.engine.Reload(context.Background(), policies.Config{Dir: gatewaytest.BundleWithRateLimits(t, looser)}); err != nil {
 		t.Fatal(err)
 	}
 	// The bucket keeps what it held (empty) and from the next request on
@@ -329,7 +304,7 @@ func TestAReloadWithOtherNumbersAppliesToTheNextRequest(t *testing.T) {
 		}
 	}
 	// And back: the tighter numbers hold at once.
-	if err := h.engine.Reload(context.Background(), policies.Config{Dir: rateLimitBundle(t, testRateLimits)}); err != nil {
+	if err := h.engine.Reload(context.Background(), policies.Config{Dir: gatewaytest.BundleWithRateLimits(t, testRateLimits)}); err != nil {
 		t.Fatal(err)
 	}
 	codes := []int{}
