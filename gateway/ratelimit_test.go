@@ -146,6 +146,11 @@ func TestOneSessionTokenFloodingCannotRotateAnotherPrincipalsDecisionsAway(t *te
 	if reported != limited {
 		t.Errorf("the aggregated lines report %d refused requests, %d were refused", reported, limited)
 	}
+	// A reviewer finds them through the decisions API.
+	r := h.do(http.MethodGet, "/v1/decisions?entrypoint=rate_limit&principal="+sessionPrincipal, h.operator, nil)
+	if got, _ := r.json(t)["decisions"].([]any); r.status != http.StatusOK || len(got) != floodWindows {
+		t.Errorf("GET /v1/decisions?entrypoint=rate_limit: %d, %d entries, want %d: %.300s", r.status, len(got), floodWindows, r.body)
+	}
 }
 
 func TestARequestPastItsBucketIs429RateLimitedWithRetryAfter(t *testing.T) {
