@@ -35,6 +35,9 @@ func (s *Server) authorize(newBody func() requestBody) echo.MiddlewareFunc {
 			if cl == nil { // authenticate did not run: refuse, never allow
 				return unauthenticated("no authenticated caller")
 			}
+			if !rateChecked(c) { // no bucket admitted it (Q1): refuse, never allow
+				return newProblem(http.StatusInternalServerError, codeInternal, "the request passed no rate limit; it was refused")
+			}
 			in, rec, body, err := s.authzInput(c, cl.facts(), newBody)
 			if err != nil {
 				return err

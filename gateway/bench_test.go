@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"sandgate/gateway"
+	"sandgate/gateway/gatewaytest"
 	"sandgate/nomad"
 	"sandgate/store"
 )
@@ -19,7 +20,9 @@ import (
 //	go test -run '^$' -bench 'Gateway' -benchmem ./gateway/
 
 func benchHarness(b *testing.B) *harness {
-	h := newHarness(b, harnessOptions{nodes: []store.Node{
+	// Rate limits (Q1) no benchmark reaches: they measure the gateway's
+	// cost, not fair use.
+	h := newHarness(b, harnessOptions{policyDir: gatewaytest.BundleWithRateLimits(b, gatewaytest.GenerousRateLimits()), nodes: []store.Node{
 		{Name: "worker-1", Enrollment: "sandbox", State: "active", MaxSandboxes: 1 << 20, CPUMHz: 1 << 40, MemoryMB: 1 << 40},
 		{Name: "worker-2", Enrollment: "sandbox", State: "active", MaxSandboxes: 1 << 20, CPUMHz: 1 << 40, MemoryMB: 1 << 40},
 	}})

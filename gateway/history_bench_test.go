@@ -328,6 +328,8 @@ func newHistoryHarness(b *testing.B, dir string) *harness {
 	b.Helper()
 	return harnessOf(b, gatewaytest.New(b, gatewaytest.Options{
 		DataDir: dir, Nodes: []store.Node{}, Clock: gatewaytest.NewClock(historyNow),
+		// The clock stands still: rate limits (Q1) no benchmark reaches.
+		PolicyDir:    gatewaytest.BundleWithRateLimits(b, gatewaytest.GenerousRateLimits()),
 		SimConfig:    func(c *nomadsim.Config) { c.RunDelay = -1 }, // running at once: a create costs what the gateway does
 		NomadConfig:  func(c *nomad.Config) { c.PollInterval = time.Millisecond },
 		ObserveNomad: true, NoListener: true,

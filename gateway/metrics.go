@@ -31,6 +31,7 @@ type metrics struct {
 	pruned         prometheus.Counter
 	reloads        *prometheus.CounterVec
 	reloadTime     prometheus.Histogram
+	rateLimited    *prometheus.CounterVec
 	// routes are the route templates a request's route label may take;
 	// anything else (an unmatched path) is "unmatched".
 	routes map[string]bool
@@ -99,7 +100,10 @@ func newMetrics(reg *prometheus.Registry, st store.Store) (*metrics, error) {
 	m.pruned = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sandgate_sandbox_records_pruned_total", Help: "Terminal sandbox records deleted past their retention.",
 	})
-	cs := []prometheus.Collector{m.requests, m.decisionTime, m.decisions, m.violations, m.nomadTime,
+	m.rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sandgate_rate_limited_total", Help: "Requests refused with 429 rate_limited (Q1), by role (anonymous: the routes that take no token, per client address).",
+	}, []string{"role"})
+	cs := []prometheus.Collector{m.rateLimited, m.requests, m.decisionTime, m.decisions, m.violations, m.nomadTime,
 		m.nomadErrors, m.reaped, m.reconcileFixes, m.pruned, m.reloads, m.reloadTime, &stateCollector{st: st}}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
@@ -265,3 +269,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(sandboxesDesc, prometheus.GaugeValue, float64(counts[st]), string(st))
 	}
 }
+
+// initRateLimited creates the rate_limited series of every class of a new
+// limit table, so each is 0 before its first refusal.
+func (m *metrics) initRateLimited(t *limitTable) {
+	for class := range t.limits {
+		m.rateLimited.WithLabelValues(class)
+	}
+}
+
+func (m *metrics) countRateLimited(class string) { m.rateLimited.WithLabelValues(class).Inc() }

@@ -161,8 +161,8 @@ func newPipeline(f *testing.F) *pipeline {
 }
 
 // capture replaces the handler of method+path with one that records what
-// reached it and answers 200; the route's middleware (authentication and
-// authorization with the route's own body type) stays.
+// reached it and answers 200; the route's middleware (authentication, its
+// rate limit (Q1) and authorization with the route's own body type) stays.
 func (p *pipeline) capture(f *testing.F, method, path string) {
 	f.Helper()
 	for _, r := range p.srv.routes() {
@@ -179,7 +179,7 @@ func (p *pipeline) capture(f *testing.F, method, path string) {
 			got.query, got.qerr = logsQuery(c)
 			got.files, got.ferr = parseFilesQuery(c)
 			return c.NoContent(http.StatusOK)
-		}, p.srv.authenticate, p.srv.authorize(r.body))
+		}, p.srv.middleware(r)...)
 		return
 	}
 	f.Fatalf("no route %s %s", method, path)

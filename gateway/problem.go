@@ -103,6 +103,7 @@ const (
 	codeFilesTimeout      = "files_timeout"
 	codeRequestTimeout    = "request_timeout"
 	codePlacementFailed   = "placement_failed"
+	codeRateLimited       = "rate_limited"
 )
 
 var problemTitles = map[string]string{ //nolint:gosec // G101: titles of error codes, not credentials
@@ -146,6 +147,7 @@ var problemTitles = map[string]string{ //nolint:gosec // G101: titles of error c
 	codeFilesTimeout:      "The file operation timed out",
 	codeRequestTimeout:    "The request body did not arrive in time",
 	codePlacementFailed:   "Nomad could not place or start the sandbox",
+	codeRateLimited:       "Too many requests",
 }
 
 func newProblem(status int, code, detail string) *Problem {

@@ -24,10 +24,14 @@ func (s *Server) Run(ctx context.Context) {
 	defer rec.Stop()
 	monitor := time.NewTicker(s.cfg.ReclaimInterval)
 	defer monitor.Stop()
+	limits := time.NewTicker(s.cfg.RateLimitWindow)
+	defer limits.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-limits.C:
+			s.FlushRateLimits()
 		case <-reap.C:
 			if n, err := s.Reap(ctx); err != nil {
 				s.log.Warn("reaper pass", "ended", n, "err", err)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -126,6 +127,17 @@ type Config struct {
 	// routes (deadlines, body sizes, concurrency, the replay worker and its
 	// resource limits); zero fields take their defaults.
 	Policy PolicyLimits
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
+	// believed when a route that takes no token is limited per client
+	// address (Q1, docs/runbook.md); empty believes no header, and the
+	// peer's address is the client's.
+	TrustedProxies []netip.Prefix
+	// RateLimitWindow is how often the requests a rate limit refused are
+	// reported, in one log line per principal or address; default 10 s.
+	RateLimitWindow time.Duration
+	// RateLimitMaxKeys bounds the buckets held at once; past it, new
+	// principals or addresses of a class share one bucket. Default 100,000.
+	RateLimitMaxKeys int
 }
 
 func (c *Config) defaults() {
@@ -162,6 +174,10 @@ func (c *Config) defaults() {
 	setDur(&c.ReconcileInterval, 5*time.Minute)
 	setDur(&c.ReclaimInterval, 30*time.Second)
 	setDur(&c.Retention, 7*24*time.Hour)
+	setDur(&c.RateLimitWindow, 10*time.Second)
+	if c.RateLimitMaxKeys == 0 {
+		c.RateLimitMaxKeys = 100_000
+	}
 	if c.Version == "" {
 		c.Version = "dev"
 	}
@@ -188,6 +204,10 @@ func (c *Config) validate() error {
 		return errors.New("gateway: DefaultWait exceeds MaxWait")
 	case c.ReadHeaderTimeout < 0 || c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0:
 		return errors.New("gateway: ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout must be positive")
+	case c.RateLimitWindow < time.Second:
+		return fmt.Errorf("gateway: RateLimitWindow %s is below 1 s", c.RateLimitWindow)
+	case c.RateLimitMaxKeys < 1:
+		return fmt.Errorf("gateway: RateLimitMaxKeys %d is below 1", c.RateLimitMaxKeys)
 	}
 	return c.Policy.validate()
 }
@@ -202,7 +222,9 @@ type Server struct {
 	log                   *slog.Logger
 	metrics               *metrics
 	nodes                 *nodeCache
-	ready                 readiness
+	// limits holds the rate-limit buckets (Q1, ratelimit.go).
+	limits *rateLimiter
+	ready  readiness
 	// taskName is the task every rendered job runs, computed once: exec
 	// and logs address it on every request.
 	taskName string
@@ -238,6 +260,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	m.initSeries(cfg.Engine.Rules())
 	s.nodes = newNodeCache(cfg.Nomad, 2*time.Second, cfg.Now)
+	s.limits = newRateLimiter(cfg.Engine, cfg.Now, cfg.RateLimitWindow, cfg.RateLimitMaxKeys)
+	s.limits.onTable, s.limits.onLimited = m.initRateLimited, m.countRateLimited
+	s.limits.current() // the metric's series exist from the start
 	s.taskName = render.DefaultConfig().TaskName
 	s.evaluating = make(semaphore, cfg.Policy.EvaluateConcurrency)
 	s.replaying = make(semaphore, cfg.Policy.ReplayConcurrency)
@@ -390,15 +415,22 @@ func (s *Server) newEcho() *echo.Echo {
 		},
 	}))
 	for _, r := range s.routes() {
-		if r.public {
-			e.Add(r.method, r.path, r.handler)
+		if r.public { // limited per client address (Q1)
+			e.Add(r.method, r.path, r.handler, s.limitAddress)
 			continue
 		}
-		mw := []echo.MiddlewareFunc{s.authenticate, s.authorize(r.body)}
-		if r.path == filesRoute {
-			mw = append([]echo.MiddlewareFunc{s.filesLimits}, mw...)
-		}
-		e.Add(r.method, r.path, r.handler, mw...)
+		e.Add(r.method, r.path, r.handler, s.middleware(r)...)
 	}
 	return e
+}
+
+// middleware is the chain of a route that takes a token. The principal's
+// bucket (Q1) sits between authentication and the decision: a refused
+// request costs no evaluation and no decision line.
+func (s *Server) middleware(r route) []echo.MiddlewareFunc {
+	mw := []echo.MiddlewareFunc{s.authenticate, s.limitPrincipal, s.authorize(r.body)}
+	if r.path == filesRoute {
+		mw = append([]echo.MiddlewareFunc{s.filesLimits}, mw...)
+	}
+	return mw
 }

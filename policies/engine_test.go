@@ -211,6 +211,24 @@ violations contains {"rule": "X1", "msg": "m"} if input.x
 			}
 			writeFile(t, filepath.Join(dir, "data.json"), strings.Replace(string(b), `"prefix": "sandgate-sbx-"`, `"prefix": ""`, 1))
 		}, "prefix", false},
+		// Q1: every role, and the anonymous routes, have a rate limit that
+		// admits something; the gateway has no default to fall back on.
+		{"data without the session role's rate limit", func(t *testing.T, dir string) {
+			editData(t, dir, `"session": {"requests_per_second": 10, "burst": 50},`, ``)
+		}, "rate_limits.session", false},
+		{"data without the anonymous rate limit", func(t *testing.T, dir string) {
+			editData(t, dir, `,
+        "anonymous": {"requests_per_second": 20, "burst": 100}`, ``)
+		}, "rate_limits.anonymous", false},
+		{"a rate limit of zero requests per second", func(t *testing.T, dir string) {
+			editData(t, dir, `"agent": {"requests_per_second": 20, "burst": 100}`, `"agent": {"requests_per_second": 0, "burst": 100}`)
+		}, "rate_limits.agent", false},
+		{"a rate limit with a zero burst", func(t *testing.T, dir string) {
+			editData(t, dir, `"operator": {"requests_per_second": 50, "burst": 200}`, `"operator": {"requests_per_second": 50, "burst": 0}`)
+		}, "rate_limits.operator", false},
+		{"a rate limit with a fractional burst", func(t *testing.T, dir string) {
+			editData(t, dir, `"operator": {"requests_per_second": 50, "burst": 200}`, `"operator": {"requests_per_second": 50, "burst": 2.5}`)
+		}, "burst", false},
 		// T2 does not re-check at every request that the roles a route lists
 		// are granted its scope: the bundle's tests hold the table and the
 		// roles together, and a bundle whose tests fail does not serve.
@@ -447,4 +465,17 @@ func TestTheDigestNamesTheBundlesFiles(t *testing.T) {
 	if info.Digest != embedded || info.Revision != e.Revision() || len(info.Rules) != len(e.Rules()) || info.LoadedAt.IsZero() {
 		t.Fatalf("Info() = %+v, want the embedded bundle's digest %s, revision and rules", info, embedded)
 	}
+}
+
+// editData replaces old (which must be there) with new in dir's data.json.
+func editData(t *testing.T, dir, old, new string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "data.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), old) {
+		t.Fatalf("data.json has no %s", old)
+	}
+	writeFile(t, filepath.Join(dir, "data.json"), strings.Replace(string(b), old, new, 1))
 }

@@ -193,7 +193,7 @@ func baselineEngine(t testing.TB) *Engine {
 // newerSettings are the sections of data.sandgate.config that the Go side
 // requires since the baseline was frozen; the baseline's rules never read
 // them, so copying the current ones in changes none of its decisions.
-var newerSettings = []string{"files"}
+var newerSettings = []string{"files", "rate_limits"}
 
 // addNewerSettings copies newerSettings from the current bundle's data into
 // the baseline's data file, where they are missing.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -31,6 +32,10 @@ type Settings struct {
 	Docker   DockerSettings             `json:"docker"`
 	// Roles maps a token role (operator, agent, session) to its scopes.
 	Roles map[string]RoleSettings `json:"roles"`
+	// RateLimits maps a token role, and RateLimitAnonymous, to its request
+	// rate (Q1): every role of Roles has one, and so do the anonymous
+	// routes. The gateway holds the buckets; the numbers are the bundle's.
+	RateLimits map[string]RateLimit `json:"rate_limits"`
 	// Capabilities are what GET /v1/capabilities advertises (C1).
 	Capabilities []string `json:"capabilities"`
 	// Routes is the route table of T2 and C1: method, then Echo route
@@ -94,6 +99,21 @@ func (s Settings) RouteOpen(method, route, role string, scopes []string) bool {
 
 // SessionScopes returns the scopes of a session token.
 func (s Settings) SessionScopes() []string { return s.RoleScopes("session") }
+
+// RateLimitAnonymous is the key of RateLimits that bounds the routes that
+// take no token, per client address.
+const RateLimitAnonymous = "anonymous"
+
+// RateLimit is one token bucket of policy data (Q1): it refills at
+// RequestsPerSecond and holds at most Burst requests.
+type RateLimit struct {
+	RequestsPerSecond float64 `json:"requests_per_second"`
+	Burst             int     `json:"burst"`
+}
+
+// Valid reports whether the limit admits anything: a positive rate and a
+// burst of at least one request.
+func (l RateLimit) Valid() bool { return l.RequestsPerSecond > 0 && l.Burst >= 1 }
 
 // PlacementSettings holds where sandboxes may run.
 type PlacementSettings struct {
@@ -332,6 +352,12 @@ func (s Settings) validate() error {
 	for _, n := range []string{"none", "egress"} {
 		need(s.Networks[n].NetworkMode != "", "networks."+n+".network_mode")
 	}
+	// Q1: a role without a rate limit would be refused every request;
+	// refuse the bundle instead, before it serves.
+	for _, r := range slices.Sorted(maps.Keys(s.Roles)) {
+		need(s.RateLimits[r].Valid(), "rate_limits."+r+" (requests_per_second > 0, burst >= 1)")
+	}
+	need(s.RateLimits[RateLimitAnonymous].Valid(), "rate_limits."+RateLimitAnonymous+" (requests_per_second > 0, burst >= 1)")
 	if len(missing) > 0 {
 		return fmt.Errorf("%w: data.sandgate.config lacks %s", ErrSettings, strings.Join(missing, "; "))
 	}

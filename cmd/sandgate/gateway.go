@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -63,6 +64,9 @@ type gatewayOptions struct {
 	PolicyLimits gateway.PolicyLimits
 	// HTTP are the connection deadlines (zero: the gateway's defaults).
 	HTTP httpDeadlines
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
+	// believed for the per-address rate limit (Q1).
+	TrustedProxies []netip.Prefix
 	// Nodes are enrolled (or re-enrolled) at start.
 	Nodes []store.Node
 	// Ready, when set, is called once the listener is open.
@@ -202,7 +206,7 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 		Engine: engine, Store: parts.store, Nomad: nc, Tokens: iss, Decisions: parts.audit,
 		Logger: log, ReaperInterval: o.ReaperInterval, ReconcileInterval: o.ReconcileInterval,
 		ReclaimInterval: o.ReclaimInterval, Retention: o.Retention, StartTimeout: o.StartTimeout, Namespace: ncfg.Namespace,
-		Simulated: o.Simulated, Version: version, LogInputs: o.DecisionInputs, Policy: policyLimits,
+		Simulated: o.Simulated, Version: version, LogInputs: o.DecisionInputs, Policy: policyLimits, TrustedProxies: o.TrustedProxies,
 		ReadHeaderTimeout: o.HTTP.ReadHeader, ReadTimeout: o.HTTP.Read, WriteTimeout: o.HTTP.Write, IdleTimeout: o.HTTP.Idle,
 	})
 	if err != nil {

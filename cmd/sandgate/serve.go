@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -122,6 +123,10 @@ type serveConfig struct {
 		WriteTimeout      duration `json:"write_timeout"`
 		IdleTimeout       duration `json:"idle_timeout"`
 	} `json:"http"`
+	// TrustedProxies are the reverse proxies (CIDRs or addresses) whose
+	// X-Forwarded-For names the client of a route without a token, for its
+	// per-address rate limit (Q1). Empty: the peer's address is the client's.
+	TrustedProxies []string `json:"trusted_proxies"`
 	// DecisionLog rotation: size in bytes and rotated files kept.
 	DecisionLog struct {
 		MaxBytes int64 `json:"max_bytes"`
@@ -201,6 +206,19 @@ func loadServeConfig(path string) (gatewayOptions, error) {
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		problems = append(problems, "tls.cert_file and tls.key_file go together")
 	}
+	var proxies []netip.Prefix
+	for _, p := range c.TrustedProxies {
+		pfx, err := netip.ParsePrefix(p)
+		if err != nil {
+			a, aerr := netip.ParseAddr(p)
+			if aerr != nil {
+				problems = append(problems, fmt.Sprintf("trusted_proxies: %q is neither a CIDR nor an address", p))
+				continue
+			}
+			pfx = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		proxies = append(proxies, pfx.Masked())
+	}
 	if len(problems) > 0 {
 		return o, fmt.Errorf("%s: %s", path, strings.Join(problems, "; "))
 	}
@@ -245,6 +263,7 @@ func loadServeConfig(path string) (gatewayOptions, error) {
 			ReadHeader: time.Duration(c.HTTP.ReadHeaderTimeout), Read: time.Duration(c.HTTP.ReadTimeout),
 			Write: time.Duration(c.HTTP.WriteTimeout), Idle: time.Duration(c.HTTP.IdleTimeout),
 		},
+		TrustedProxies: proxies,
 	}
 	if err := o.PolicyLimits.Check(); err != nil {
 		return o, fmt.Errorf("%s: %w", path, err)

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -47,6 +48,7 @@ func TestServeConfigIsReadStrictly(t *testing.T) {
 	  "policy":{"evaluate":{"timeout":"3s","max_bytes":65536,"concurrency":4},
 	    "replay":{"timeout":"2m","max_bytes":2097152,"concurrency":2,"memory_bytes":536870912,"cpu_time":"30s"}},
 	  "http":{"read_header_timeout":"5s","read_timeout":"20s","write_timeout":"40s","idle_timeout":"1m"},
+	  "trusted_proxies":["10.0.0.0/8","192.0.2.7","fd00::/8"],
 	  "nodes":[{"name":"w1","egress":true,"max_sandboxes":4}]}`
 	o, err := loadServeConfig(writeConfig(t, good))
 	if err != nil {
@@ -62,6 +64,9 @@ func TestServeConfigIsReadStrictly(t *testing.T) {
 		ReplayTimeout: 2 * time.Minute, ReplayMaxBytes: 2 << 20, ReplayConcurrency: 2, ReplayMemoryBytes: 512 << 20, ReplayCPU: 30 * time.Second}); !reflect.DeepEqual(o.PolicyLimits, want) {
 		t.Fatalf("policy limits %+v, want %+v", o.PolicyLimits, want)
 	}
+	if got := fmt.Sprint(o.TrustedProxies); got != "[10.0.0.0/8 192.0.2.7/32 fd00::/8]" {
+		t.Fatalf("trusted_proxies parsed as %s", got)
+	}
 	cases := []struct{ name, body, want string }{
 		{"an unknown field", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"lissen":"y"}`, "lissen"},
 		{"no listen address", `{"data_dir":"d","nomad":{"address":"http://n"}}`, "listen is required"},
@@ -74,6 +79,7 @@ func TestServeConfigIsReadStrictly(t *testing.T) {
 		{"a policy dir and a bundle file", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"policy":{"dir":"p","bundle_file":"b"}}`, "give one"},
 		{"both names of the policy dir", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"policy_dir":"p","policy":{"dir":"q"}}`, "keep policy.dir"},
 		{"a negative read timeout", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"http":{"read_timeout":"-1s"}}`, "http.read_timeout must be positive"},
+		{"a trusted proxy that is not an address", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"trusted_proxies":["proxy.local"]}`, "trusted_proxies"},
 		{"a verification key without a bundle file", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"policy":{"dir":"p","verification_key":"k"}}`, "verifies a policy.bundle_file"},
 	}
 	for _, c := range cases {

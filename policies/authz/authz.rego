@@ -12,6 +12,7 @@
 #   sandboxes.rego  the routes under /v1/sandboxes/:id: T3 (the target's expiry),
 #                   H9, E1 and E2 (exec), E3 (logs), L2 (extend)
 #   create.rego     POST /v1/sandboxes: INPUT on its body, L2, B2, H11
+#   ratelimit.rego  Q1 (the caller's role has a rate limit in policy data)
 #
 # Every check is written once, as one `violations` body (or one iteration over
 # a literal list of fields of the same shape) that names what it refuses.
@@ -67,7 +68,7 @@ import future.keywords.not
 # description: >-
 #   The single entrypoint of the authz package. A request is allowed only when
 #   no violation fires; violations carry a stable rule id (INPUT, T1-T4, E1-E3,
-#   L2, H9, B2, B3, H11, C1) and a message. Unknown routes, unknown roles,
+#   L2, H9, B2, B3, H11, C1, Q1) and a message. Unknown routes, unknown roles,
 #   missing facts and mistyped facts all produce violations, so the default is
 #   deny.
 # entrypoint: true

@@ -1,6 +1,7 @@
 // Package attack is sandgate's attack suite: a table of named hostile
 // requests against the whole gateway in-process (the Nomad simulator, a
-// real bbolt store, real Ed25519 JWTs, the embedded policy bundle and a real
+// real bbolt store, real Ed25519 JWTs, the embedded policy bundle (with rate
+// limits no case reaches, see attackEngine) and a real
 // decision log). Each case asserts the status, the problem code, the rule
 // ids where the policy decided, and that nothing changed: the sandbox and
 // token records, the node records and budgets, and the simulator's jobs and

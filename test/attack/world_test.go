@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,6 +48,29 @@ type world struct {
 	nomad *nomadView
 }
 
+// attackEngine is the embedded bundle with rate limits (rule Q1) no case
+// reaches, compiled once: the suite sends hundreds of requests per token on
+// a clock that stands still, so the embedded numbers would refuse all but
+// the first few with 429 rate_limited. Every other rule and value is the
+// embedded bundle's; fair use has its own tests (gateway/ratelimit_test.go).
+var (
+	attackEngineOnce sync.Once
+	attackEngine     *policies.Engine
+	attackEngineErr  error
+)
+
+func sharedAttackEngine(t testing.TB) *policies.Engine {
+	t.Helper()
+	attackEngineOnce.Do(func() {
+		dir := gatewaytest.BundleWithRateLimits(t, gatewaytest.GenerousRateLimits())
+		attackEngine, attackEngineErr = policies.New(context.Background(), policies.Config{Dir: dir})
+	})
+	if attackEngineErr != nil {
+		t.Fatal(attackEngineErr)
+	}
+	return attackEngine
+}
+
 // newWorld starts a gateway on a fresh simulator (worker-1, worker-2 for
 // egress, control-1), bbolt store and decision log, with a fake clock and
 // one operator token "op". No background loop runs (no reaper, reconcile
@@ -54,6 +78,7 @@ type world struct {
 func newWorld(t testing.TB) *world {
 	t.Helper()
 	g := gatewaytest.New(t, gatewaytest.Options{
+		Engine:      sharedAttackEngine(t),
 		Clock:       gatewaytest.NewClock(time.Now().UTC().Truncate(time.Second)),
 		SimConfig:   func(c *nomadsim.Config) { c.RunDelay = 5 * time.Millisecond },
 		NomadConfig: func(c *nomad.Config) { c.PollInterval = 5 * time.Millisecond },
