@@ -30,6 +30,15 @@ type Settings struct {
 	Docker   DockerSettings             `json:"docker"`
 	// Roles maps a token role (operator, agent, session) to its scopes.
 	Roles map[string]RoleSettings `json:"roles"`
+	// Routes maps a method and a route template to who may call it (T2,
+	// C1); Go reads it only to describe the API (GET /openapi.json).
+	Routes map[string]map[string]RouteSettings `json:"routes"`
+	// Tokens bounds what POST /v1/tokens may mint (T4).
+	Tokens TokenSettings `json:"tokens"`
+	// AgentQuota bounds an agent token's quota of live sandboxes (B3).
+	AgentQuota AgentQuotaSettings `json:"agent_quota"`
+	// Hosts holds the operator states and budget bounds of a host (B1).
+	Hosts HostSettings `json:"hosts"`
 	// Capabilities are what GET /v1/capabilities advertises (C1).
 	Capabilities []string `json:"capabilities"`
 	// Enforcement maps a rule id of the authz or admission decision to its
@@ -40,6 +49,37 @@ type Settings struct {
 // RoleSettings holds the scopes a role is granted (T1, T2).
 type RoleSettings struct {
 	Scopes []string `json:"scopes"`
+}
+
+// RouteSettings is one route of the route table (T2, C1): the capability
+// that serves it, the scope it needs and the roles that may call it.
+type RouteSettings struct {
+	Capability string   `json:"capability"`
+	Scope      string   `json:"scope"`
+	Roles      []string `json:"roles"`
+	// Target is "sandbox" when the route acts on one sandbox (T1, T2, H9).
+	Target string `json:"target"`
+}
+
+// TokenSettings bounds minted tokens (T4).
+type TokenSettings struct {
+	MinTTLSeconds   int      `json:"min_ttl_seconds"`
+	MaxTTLSeconds   int      `json:"max_ttl_seconds"`
+	MintableRoles   []string `json:"mintable_roles"`
+	ReissueOnRepeat bool     `json:"reissue_on_repeat"`
+}
+
+// AgentQuotaSettings bounds an agent token's quota (B3).
+type AgentQuotaSettings struct {
+	DefaultMaxLiveSandboxes int `json:"default_max_live_sandboxes"`
+	MaxLiveSandboxes        int `json:"max_live_sandboxes"`
+}
+
+// HostSettings holds what the hosts decision reads (B1, R2).
+type HostSettings struct {
+	States              []string `json:"states"`
+	BudgetFigures       []string `json:"budget_figures"`
+	MaxSandboxesCeiling int      `json:"max_sandboxes_ceiling"`
 }
 
 // RoleScopes returns a copy of the scopes granted to role; nil for an

@@ -54,21 +54,9 @@ type Config struct {
 func Handler(cfg Config) http.Handler {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "sandgate", Version: cfg.Version}, nil)
 	t := tools{cfg: cfg}
-	mcp.AddTool(srv, &mcp.Tool{Name: "create_sandbox", Description: "Create a disposable Linux sandbox (POST /v1/sandboxes). " +
-		"Returns the sandbox record with its id and a session token for that one sandbox, shown once."}, t.createSandbox)
-	mcp.AddTool(srv, &mcp.Tool{Name: "sandbox_status", Description: "Read a sandbox's record: state, expiry, node, profile (GET /v1/sandboxes/{id})."}, t.status)
-	mcp.AddTool(srv, &mcp.Tool{Name: "exec", Description: "Run a command in a sandbox as an argument vector, no shell unless argv names one " +
-		"(POST /v1/sandboxes/{id}/exec). A non-zero exit, a timeout and truncated output are data in the result, not errors."}, t.exec)
-	mcp.AddTool(srv, &mcp.Tool{Name: "logs", Description: "Read a bounded tail of the sandbox's main task output (GET /v1/sandboxes/{id}/logs)."}, t.logs)
-	mcp.AddTool(srv, &mcp.Tool{Name: "read_file", Description: "Read a regular file in a sandbox (GET /v1/sandboxes/{id}/files). " +
-		"Returns its size, mode and a window of its bytes: at most max_bytes (default 64 KiB, at most 512 KiB) from offset, as utf-8 text or base64. " +
-		"truncated and next_offset say when the file goes on: call again from next_offset to read a file of any size in windows."}, t.readFile)
-	mcp.AddTool(srv, &mcp.Tool{Name: "write_file", Description: "Write a whole file in a sandbox, atomically, creating its parent directories (PUT /v1/sandboxes/{id}/files). " +
-		"Paths are absolute under /workspace or /tmp. content is utf-8 text, or base64 with encoding base64; the MCP request carries at most 1 MiB, so a larger file goes over the REST route. " +
-		"Returns the written file's size, mode and modification time."}, t.writeFile)
-	mcp.AddTool(srv, &mcp.Tool{Name: "list_files", Description: "List a directory in a sandbox (GET /v1/sandboxes/{id}/files): " +
-		"entries with name, type (file, dir, symlink, other), size, mode and modified_at; truncated and total say when it holds more than the policy's files.max_list_entries."}, t.listFiles)
-	mcp.AddTool(srv, &mcp.Tool{Name: "destroy_sandbox", Description: "Destroy a sandbox and revoke its session token (DELETE /v1/sandboxes/{id})."}, t.destroy)
+	for _, spec := range toolSpecs {
+		spec.add(srv, &mcp.Tool{Name: spec.Name, Description: spec.Description}, t)
+	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
 	return auth.RequireBearerToken(func(ctx context.Context, raw string, _ *http.Request) (*auth.TokenInfo, error) {
 		principal, exp, err := cfg.Verify(ctx, raw)
@@ -77,6 +65,69 @@ func Handler(cfg Config) http.Handler {
 		}
 		return &auth.TokenInfo{UserID: principal, Expiration: exp, Extra: map[string]any{rawTokenKey: raw}}, nil
 	}, nil)(h)
+}
+
+// Tool describes one tool the endpoint registers: its name and
+// description as tools/list gives them, and the REST route each call of it
+// makes (so who may call it is who may call that route: the bundle's route
+// table, T2).
+type Tool struct {
+	Name        string
+	Description string
+	Method      string // the REST route's method
+	Route       string // the REST route's template, e.g. /v1/sandboxes/:id/exec
+}
+
+// toolSpec is a Tool with the registration of its handler.
+type toolSpec struct {
+	Tool
+	add func(srv *mcp.Server, tool *mcp.Tool, t tools)
+}
+
+// handler registers a tools method as a tool's handler.
+func handler[In any](m func(tools, context.Context, *mcp.CallToolRequest, In) (*mcp.CallToolResult, any, error)) func(*mcp.Server, *mcp.Tool, tools) {
+	return func(srv *mcp.Server, tool *mcp.Tool, t tools) {
+		mcp.AddTool(srv, tool, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
+			return m(t, ctx, req, in)
+		})
+	}
+}
+
+// toolSpecs are the tools Handler registers, in order: the one list both
+// the endpoint and Tools (hence /openapi.json) read.
+var toolSpecs = []toolSpec{
+	{Tool{"create_sandbox", "Create a disposable Linux sandbox (POST /v1/sandboxes). " +
+		"Returns the sandbox record with its id and a session token for that one sandbox, shown once.",
+		http.MethodPost, "/v1/sandboxes"}, handler(tools.createSandbox)},
+	{Tool{"sandbox_status", "Read a sandbox's record: state, expiry, node, profile (GET /v1/sandboxes/{id}).",
+		http.MethodGet, "/v1/sandboxes/:id"}, handler(tools.status)},
+	{Tool{"exec", "Run a command in a sandbox as an argument vector, no shell unless argv names one " +
+		"(POST /v1/sandboxes/{id}/exec). A non-zero exit, a timeout and truncated output are data in the result, not errors.",
+		http.MethodPost, "/v1/sandboxes/:id/exec"}, handler(tools.exec)},
+	{Tool{"logs", "Read a bounded tail of the sandbox's main task output (GET /v1/sandboxes/{id}/logs).",
+		http.MethodGet, "/v1/sandboxes/:id/logs"}, handler(tools.logs)},
+	{Tool{"read_file", "Read a regular file in a sandbox (GET /v1/sandboxes/{id}/files). " +
+		"Returns its size, mode and a window of its bytes: at most max_bytes (default 64 KiB, at most 512 KiB) from offset, as utf-8 text or base64. " +
+		"truncated and next_offset say when the file goes on: call again from next_offset to read a file of any size in windows.",
+		http.MethodGet, "/v1/sandboxes/:id/files"}, handler(tools.readFile)},
+	{Tool{"write_file", "Write a whole file in a sandbox, atomically, creating its parent directories (PUT /v1/sandboxes/{id}/files). " +
+		"Paths are absolute under /workspace or /tmp. content is utf-8 text, or base64 with encoding base64; the MCP request carries at most 1 MiB, so a larger file goes over the REST route. " +
+		"Returns the written file's size, mode and modification time.",
+		http.MethodPut, "/v1/sandboxes/:id/files"}, handler(tools.writeFile)},
+	{Tool{"list_files", "List a directory in a sandbox (GET /v1/sandboxes/{id}/files): " +
+		"entries with name, type (file, dir, symlink, other), size, mode and modified_at; truncated and total say when it holds more than the policy's files.max_list_entries.",
+		http.MethodGet, "/v1/sandboxes/:id/files"}, handler(tools.listFiles)},
+	{Tool{"destroy_sandbox", "Destroy a sandbox and revoke its session token (DELETE /v1/sandboxes/{id}).",
+		http.MethodDelete, "/v1/sandboxes/:id"}, handler(tools.destroy)},
+}
+
+// Tools lists the tools Handler registers, in its order.
+func Tools() []Tool {
+	out := make([]Tool, len(toolSpecs))
+	for i, s := range toolSpecs {
+		out[i] = s.Tool
+	}
+	return out
 }
 
 // rawTokenKey holds the caller's token in its TokenInfo, for the REST
