@@ -297,6 +297,9 @@ func TestEnumsAndBoundsFollowTheBundleData(t *testing.T) {
 	if got := param("/v1/sandboxes/{id}/files", "GET", "path").MaxLength; got == nil || *got != 512 {
 		t.Errorf("path maxLength %v; want 512", got)
 	}
+	if got := d.Components.Headers["MaxReadBytes"].Value.Schema.Value.Example; got != int64(1<<20) {
+		t.Errorf("X-Sandgate-Max-Read-Bytes example %v; want %d", got, 1<<20)
+	}
 	enum("role", prop("MintRequest", "role"), []string{"agent"}, nil)
 	bounds("token ttl_seconds", prop("MintRequest", "ttl_seconds"), 300, 86400, nil)
 	bounds("quota", prop("MintRequest", "quota", "max_live_sandboxes"), 1, 9, 2)

@@ -69,6 +69,20 @@ func bind(d *openapi3.T, f Facts) error {
 	if s := b.param("/v1/sandboxes/{id}/files", "PUT", "mode"); s != nil {
 		s.Default = fmt.Sprintf("%04o", st.Files.DefaultMode)
 	}
+	// The files limits every files answer states in its headers.
+	for name, v := range map[string]int64{
+		"MaxWriteBytes": st.Files.MaxWriteBytes, "MaxReadBytes": st.Files.MaxReadBytes,
+		"MaxListEntries": int64(st.Files.MaxListEntries), "FilesTimeout": int64(st.Files.TimeoutSeconds),
+	} {
+		if h := b.d.Components.Headers[name]; h != nil && h.Value != nil && h.Value.Schema != nil && h.Value.Schema.Value != nil {
+			h.Value.Schema.Value.Example = v
+		} else {
+			b.missing = append(b.missing, "header "+name)
+		}
+	}
+	if op := b.d.Paths.Value("/v1/sandboxes/{id}/files").GetOperation("PUT"); op != nil && op.RequestBody != nil && op.RequestBody.Value != nil {
+		op.RequestBody.Value.Description += fmt.Sprintf(" This bundle: files.max_write_bytes = %d.", st.Files.MaxWriteBytes)
+	}
 	if s := b.param("/v1/sandboxes/{id}", "GET", "id"); s != nil && st.SandboxIDPattern != "" {
 		s.Pattern = st.SandboxIDPattern
 	}
