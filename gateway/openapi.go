@@ -31,10 +31,13 @@ func (s *Server) openAPI(c echo.Context) error {
 // limits.
 func (s *Server) OpenAPIFacts() apidoc.Facts {
 	info := s.cfg.Engine.Info()
-	tools := mcpserver.Tools()
+	tools, err := mcpserver.Tools()
+	if err != nil {
+		s.log.Error("the MCP tools could not be listed for /openapi.json", "err", err)
+	}
 	docTools := make([]apidoc.Tool, len(tools))
 	for i, t := range tools {
-		docTools[i] = apidoc.Tool{Name: t.Name, Description: t.Description, Method: t.Method, Route: t.Route}
+		docTools[i] = apidoc.Tool{Name: t.Name, Description: t.Description, Method: t.Method, Route: t.Route, InputSchema: t.InputSchema}
 	}
 	return apidoc.Facts{
 		Revision:           info.Revision,

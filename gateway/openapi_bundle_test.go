@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"maps"
 	"net/http"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -155,13 +156,16 @@ func TestTheOpenAPIDocumentListsTheMCPTools(t *testing.T) {
 	var documented []struct {
 		Name, Description, Method, Route string
 		Roles                            []string
+		InputSchema                      any `json:"input_schema"`
 	}
 	if err := json.Unmarshal(raw, &documented); err != nil {
 		t.Fatal(err)
 	}
 	docTools := map[string]string{}
+	docSchemas := map[string]any{}
 	for _, d := range documented {
 		docTools[d.Name] = d.Description
+		docSchemas[d.Name] = d.InputSchema
 	}
 
 	// The operator may call every route a tool calls: its tools/list is
@@ -173,12 +177,17 @@ func TestTheOpenAPIDocumentListsTheMCPTools(t *testing.T) {
 	live := map[string]string{}
 	for _, tl := range list.Tools {
 		live[tl.Name] = tl.Description
+		var schema any
+		raw, _ := json.Marshal(tl.InputSchema)
+		if err := json.Unmarshal(raw, &schema); err != nil || schema == nil || !reflect.DeepEqual(schema, docSchemas[tl.Name]) {
+			t.Errorf("%s: tools/list's inputSchema %s; the document's %v", tl.Name, raw, docSchemas[tl.Name])
+		}
 	}
 	if !maps.Equal(live, docTools) {
 		t.Fatalf("tools/list offers %v; the document lists %v", slices.Sorted(maps.Keys(live)), slices.Sorted(maps.Keys(docTools)))
 	}
-	if len(mcpserver.Tools()) != len(live) {
-		t.Fatalf("mcpserver.Tools() has %d tools, tools/list %d", len(mcpserver.Tools()), len(live))
+	if registered, err := mcpserver.Tools(); err != nil || len(registered) != len(live) {
+		t.Fatalf("mcpserver.Tools() has %d tools (%v), tools/list %d", len(registered), err, len(live))
 	}
 
 	// Each tool's roles are its route's in the bundle's route table; a

@@ -51,7 +51,8 @@ type Facts struct {
 // and the REST route each call of it makes.
 type Tool struct {
 	Name, Description string
-	Method, Route     string // e.g. POST, /v1/sandboxes/:id/exec
+	Method, Route     string          // e.g. POST, /v1/sandboxes/:id/exec
+	InputSchema       json.RawMessage // its arguments, as tools/list gives them
 }
 
 // Base parses openapi.yaml alone, without the bundle's facts (each call

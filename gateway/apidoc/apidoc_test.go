@@ -21,8 +21,12 @@ func facts(t testing.TB, e *policies.Engine) apidoc.Facts {
 	t.Helper()
 	info := e.Info()
 	var tools []apidoc.Tool
-	for _, tl := range mcpserver.Tools() {
-		tools = append(tools, apidoc.Tool{Name: tl.Name, Description: tl.Description, Method: tl.Method, Route: tl.Route})
+	list, err := mcpserver.Tools()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range list {
+		tools = append(tools, apidoc.Tool{Name: tl.Name, Description: tl.Description, Method: tl.Method, Route: tl.Route, InputSchema: tl.InputSchema})
 	}
 	return apidoc.Facts{
 		Revision: info.Revision, Settings: e.Settings(), Rules: info.Rules, Entrypoints: policies.EntrypointNames(),

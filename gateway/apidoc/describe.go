@@ -169,7 +169,11 @@ func describeTools(f Facts, op *openapi3.Operation) {
 			byRole[r] = append(byRole[r], t.Name)
 		}
 		fmt.Fprintf(&sb, "\n- %s: %s %s; roles %s. %s", t.Name, t.Method, t.Route, orList(roles), t.Description)
-		list = append(list, map[string]any{"name": t.Name, "description": t.Description, "method": t.Method, "route": t.Route, "roles": roles})
+		entry := map[string]any{"name": t.Name, "description": t.Description, "method": t.Method, "route": t.Route, "roles": roles}
+		if len(t.InputSchema) > 0 {
+			entry["input_schema"] = t.InputSchema
+		}
+		list = append(list, entry)
 	}
 	sb.WriteString("\n\nBy role:")
 	for _, role := range slices.Sorted(maps.Keys(f.Settings.Roles)) {

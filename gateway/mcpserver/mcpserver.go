@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -76,6 +77,9 @@ type Tool struct {
 	Description string
 	Method      string // the REST route's method
 	Route       string // the REST route's template, e.g. /v1/sandboxes/:id/exec
+	// InputSchema is the tool's inputSchema as tools/list gives it (set by
+	// Tools).
+	InputSchema json.RawMessage
 }
 
 // toolSpec is a Tool with the registration of its handler.
@@ -98,37 +102,76 @@ func handler[In any](m func(tools, context.Context, *mcp.CallToolRequest, In) (*
 var toolSpecs = []toolSpec{
 	{Tool{"create_sandbox", "Create a disposable Linux sandbox (POST /v1/sandboxes). " +
 		"Returns the sandbox record with its id and a session token for that one sandbox, shown once.",
-		http.MethodPost, "/v1/sandboxes"}, handler(tools.createSandbox)},
+		http.MethodPost, "/v1/sandboxes", nil}, handler(tools.createSandbox)},
 	{Tool{"sandbox_status", "Read a sandbox's record: state, expiry, node, profile (GET /v1/sandboxes/{id}).",
-		http.MethodGet, "/v1/sandboxes/:id"}, handler(tools.status)},
+		http.MethodGet, "/v1/sandboxes/:id", nil}, handler(tools.status)},
 	{Tool{"exec", "Run a command in a sandbox as an argument vector, no shell unless argv names one " +
 		"(POST /v1/sandboxes/{id}/exec). A non-zero exit, a timeout and truncated output are data in the result, not errors.",
-		http.MethodPost, "/v1/sandboxes/:id/exec"}, handler(tools.exec)},
+		http.MethodPost, "/v1/sandboxes/:id/exec", nil}, handler(tools.exec)},
 	{Tool{"logs", "Read a bounded tail of the sandbox's main task output (GET /v1/sandboxes/{id}/logs).",
-		http.MethodGet, "/v1/sandboxes/:id/logs"}, handler(tools.logs)},
+		http.MethodGet, "/v1/sandboxes/:id/logs", nil}, handler(tools.logs)},
 	{Tool{"read_file", "Read a regular file in a sandbox (GET /v1/sandboxes/{id}/files). " +
 		"Returns its size, mode and a window of its bytes: at most max_bytes (default 64 KiB, at most 512 KiB) from offset, as utf-8 text or base64. " +
 		"truncated and next_offset say when the file goes on: call again from next_offset to read a file of any size in windows.",
-		http.MethodGet, "/v1/sandboxes/:id/files"}, handler(tools.readFile)},
+		http.MethodGet, "/v1/sandboxes/:id/files", nil}, handler(tools.readFile)},
 	{Tool{"write_file", "Write a whole file in a sandbox, atomically, creating its parent directories (PUT /v1/sandboxes/{id}/files). " +
 		"Paths are absolute under /workspace or /tmp. content is utf-8 text, or base64 with encoding base64; the MCP request carries at most 1 MiB, so a larger file goes over the REST route. " +
 		"Returns the written file's size, mode and modification time.",
-		http.MethodPut, "/v1/sandboxes/:id/files"}, handler(tools.writeFile)},
+		http.MethodPut, "/v1/sandboxes/:id/files", nil}, handler(tools.writeFile)},
 	{Tool{"list_files", "List a directory in a sandbox (GET /v1/sandboxes/{id}/files): " +
 		"entries with name, type (file, dir, symlink, other), size, mode and modified_at; truncated and total say when it holds more than the policy's files.max_list_entries.",
-		http.MethodGet, "/v1/sandboxes/:id/files"}, handler(tools.listFiles)},
+		http.MethodGet, "/v1/sandboxes/:id/files", nil}, handler(tools.listFiles)},
 	{Tool{"destroy_sandbox", "Destroy a sandbox and revoke its session token (DELETE /v1/sandboxes/{id}).",
-		http.MethodDelete, "/v1/sandboxes/:id"}, handler(tools.destroy)},
+		http.MethodDelete, "/v1/sandboxes/:id", nil}, handler(tools.destroy)},
 }
 
-// Tools lists the tools Handler registers, in its order.
-func Tools() []Tool {
+// Tools lists the tools Handler registers, in its order, each with the
+// input schema tools/list gives it.
+func Tools() ([]Tool, error) {
+	schemas, err := inputSchemas()
+	if err != nil {
+		return nil, err
+	}
 	out := make([]Tool, len(toolSpecs))
 	for i, s := range toolSpecs {
 		out[i] = s.Tool
+		out[i].InputSchema = schemas[s.Name]
 	}
-	return out
+	return out, nil
 }
+
+// inputSchemas are the tools' input schemas as the SDK derives them from
+// their argument types: a server with the tools registered, asked
+// tools/list over an in-memory session (once; the handlers never run).
+var inputSchemas = sync.OnceValues(func() (map[string]json.RawMessage, error) {
+	ctx := context.Background()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "sandgate"}, nil)
+	for _, spec := range toolSpecs {
+		spec.add(srv, &mcp.Tool{Name: spec.Name, Description: spec.Description}, tools{})
+	}
+	ct, st := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		return nil, fmt.Errorf("mcpserver: list tools: %w", err)
+	}
+	defer func() { _ = ss.Close() }()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "sandgate-apidoc"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		return nil, fmt.Errorf("mcpserver: list tools: %w", err)
+	}
+	defer func() { _ = cs.Close() }()
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("mcpserver: list tools: %w", err)
+	}
+	out := make(map[string]json.RawMessage, len(list.Tools))
+	for _, tl := range list.Tools {
+		if out[tl.Name], err = json.Marshal(tl.InputSchema); err != nil {
+			return nil, fmt.Errorf("mcpserver: tool %s: %w", tl.Name, err)
+		}
+	}
+	return out, nil
+})
 
 // rawTokenKey holds the caller's token in its TokenInfo, for the REST
 // request each tool call makes.
