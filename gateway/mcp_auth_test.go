@@ -253,7 +253,11 @@ func TestEveryMCPToolNamesARouteOfTheGatewayAndOfThePolicy(t *testing.T) {
 		served[rt.Method+" "+rt.Path] = true
 	}
 	table := h.engine.Settings().Routes
-	for _, tl := range mcpserver.Tools() {
+	tools, err := mcpserver.Tools()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range tools {
 		if !served[tl.Method+" "+tl.Route] {
 			t.Errorf("%s: %s %s is not a route of the gateway", tl.Name, tl.Method, tl.Route)
 		}

@@ -230,6 +230,8 @@ type Server struct {
 	taskName string
 	// mcp serves /mcp: every tool call is a request to e.
 	mcp http.Handler
+	// apidoc is /openapi.json, built once per bundle generation.
+	apidoc apidoc.Cache
 
 	// inflight holds the ids of sandboxes whose create is between reserve
 	// and a settled placement: reconcile must not end them.
@@ -269,15 +271,6 @@ func New(cfg Config) (*Server, error) {
 	s.mcp = mcpserver.Handler(mcpserver.Config{API: s.Handler, Verify: s.verifyBearer, Version: cfg.Version})
 	s.e = s.newEcho()
 	return s, nil
-}
-
-// openAPI serves the OpenAPI 3.1 document of the API (package apidoc).
-func openAPI(c echo.Context) error {
-	b, err := apidoc.JSON()
-	if err != nil {
-		return err
-	}
-	return c.Blob(http.StatusOK, "application/json", b)
 }
 
 // serveMCP is /mcp (package mcpserver). The bearer token is read by the
@@ -359,7 +352,7 @@ func (s *Server) routes() []route {
 		{method: http.MethodGet, path: "/metrics", handler: echo.WrapHandler(s.metrics.handler()), public: true},
 		{method: http.MethodGet, path: "/v1/capabilities", handler: s.capabilities, public: true},
 		{method: http.MethodGet, path: "/llms.txt", handler: llmsTxt, public: true},
-		{method: http.MethodGet, path: "/openapi.json", handler: openAPI, public: true},
+		{method: http.MethodGet, path: "/openapi.json", handler: s.openAPI, public: true},
 		// MCP: bearer authentication of its own; each tool call is a
 		// request to the routes below, with their middleware.
 		{method: http.MethodPost, path: "/mcp", handler: s.serveMCP, public: true},

@@ -104,6 +104,7 @@ type Engine struct {
 
 // compiled is one bundle revision, compiled and prepared.
 type compiled struct {
+	gen      uint64 // unique per build (Generation)
 	revision string
 	digest   string    // BundleDigest of the files it was built from
 	signer   string    // key id that verified its signature; empty if unsigned
@@ -203,6 +204,7 @@ func build(ctx context.Context, cfg Config) (*compiled, error) {
 		return nil, err
 	}
 	c := &compiled{
+		gen:      generations.Add(1),
 		revision: b.Manifest.Revision,
 		digest:   src.digest,
 		signer:   src.signer,
@@ -236,6 +238,14 @@ func build(ctx context.Context, cfg Config) (*compiled, error) {
 
 // Revision is the serving bundle's .manifest revision.
 func (e *Engine) Revision() string { return e.cur.Load().revision }
+
+// generations numbers every bundle built in this process.
+var generations atomic.Uint64
+
+// Generation identifies the serving bundle: it changes at every reload
+// that swaps one in (even of the same revision), so what is derived from a
+// bundle (the gateway's /openapi.json) can be cached per generation.
+func (e *Engine) Generation() uint64 { return e.cur.Load().gen }
 
 // Info describes the serving bundle, for the reviewers who read it (GET
 // /v1/policy): its revision, its digest (BundleDigest), when it was

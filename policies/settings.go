@@ -36,6 +36,12 @@ type Settings struct {
 	// rate (Q1): every role of Roles has one, and so do the anonymous
 	// routes. The gateway holds the buckets; the numbers are the bundle's.
 	RateLimits map[string]RateLimit `json:"rate_limits"`
+	// Tokens bounds what POST /v1/tokens may mint (T4).
+	Tokens TokenSettings `json:"tokens"`
+	// AgentQuota bounds an agent token's quota of live sandboxes (B3).
+	AgentQuota AgentQuotaSettings `json:"agent_quota"`
+	// Hosts holds the operator states and budget bounds of a host (B1).
+	Hosts HostSettings `json:"hosts"`
 	// Capabilities are what GET /v1/capabilities advertises (C1).
 	Capabilities []string `json:"capabilities"`
 	// Routes is the route table of T2 and C1: method, then Echo route
@@ -49,6 +55,27 @@ type Settings struct {
 // RoleSettings holds the scopes a role is granted (T1, T2).
 type RoleSettings struct {
 	Scopes []string `json:"scopes"`
+}
+
+// TokenSettings bounds minted tokens (T4).
+type TokenSettings struct {
+	MinTTLSeconds   int      `json:"min_ttl_seconds"`
+	MaxTTLSeconds   int      `json:"max_ttl_seconds"`
+	MintableRoles   []string `json:"mintable_roles"`
+	ReissueOnRepeat bool     `json:"reissue_on_repeat"`
+}
+
+// AgentQuotaSettings bounds an agent token's quota (B3).
+type AgentQuotaSettings struct {
+	DefaultMaxLiveSandboxes int `json:"default_max_live_sandboxes"`
+	MaxLiveSandboxes        int `json:"max_live_sandboxes"`
+}
+
+// HostSettings holds what the hosts decision reads (B1, R2).
+type HostSettings struct {
+	States              []string `json:"states"`
+	BudgetFigures       []string `json:"budget_figures"`
+	MaxSandboxesCeiling int      `json:"max_sandboxes_ceiling"`
 }
 
 // RoleScopes returns a copy of the scopes granted to role; nil for an

@@ -65,58 +65,19 @@ type Caller struct {
 	MayCall func(method, route string) bool
 }
 
-// Tool is one tool of /mcp and the REST route each of its calls makes.
-type Tool struct {
-	Name string
-	// Method and Route are the REST route, as in the policy's route table.
-	Method, Route string
-	add           func(*mcp.Server, *mcp.Tool)
-	tool          *mcp.Tool
-}
-
-// Tools lists every tool /mcp has, with its route; a token is offered
-// those whose route its Caller.MayCall allows.
-func Tools() []Tool { return tools{}.defs() }
-
-func (t tools) defs() []Tool {
-	const filesRoute = "/v1/sandboxes/:id/files"
-	return []Tool{
-		{Name: "create_sandbox", Method: http.MethodPost, Route: "/v1/sandboxes", add: addTool(t.createSandbox), tool: &mcp.Tool{Description: "Create a disposable Linux sandbox (POST /v1/sandboxes). " +
-			"Returns the sandbox record with its id and a session token for that one sandbox, shown once."}},
-		{Name: "sandbox_status", Method: http.MethodGet, Route: "/v1/sandboxes/:id", add: addTool(t.status), tool: &mcp.Tool{Description: "Read a sandbox's record: state, expiry, node, profile (GET /v1/sandboxes/{id})."}},
-		{Name: "exec", Method: http.MethodPost, Route: "/v1/sandboxes/:id/exec", add: addTool(t.exec), tool: &mcp.Tool{Description: "Run a command in a sandbox as an argument vector, no shell unless argv names one " +
-			"(POST /v1/sandboxes/{id}/exec). A non-zero exit, a timeout and truncated output are data in the result, not errors."}},
-		{Name: "logs", Method: http.MethodGet, Route: "/v1/sandboxes/:id/logs", add: addTool(t.logs), tool: &mcp.Tool{Description: "Read a bounded tail of the sandbox's main task output (GET /v1/sandboxes/{id}/logs)."}},
-		{Name: "read_file", Method: http.MethodGet, Route: filesRoute, add: addTool(t.readFile), tool: &mcp.Tool{Description: "Read a regular file in a sandbox (GET /v1/sandboxes/{id}/files). " +
-			"Returns its size, mode and a window of its bytes: at most max_bytes (default 64 KiB, at most 512 KiB) from offset, as utf-8 text or base64. " +
-			"truncated and next_offset say when the file goes on: call again from next_offset to read a file of any size in windows."}},
-		{Name: "write_file", Method: http.MethodPut, Route: filesRoute, add: addTool(t.writeFile), tool: &mcp.Tool{Description: "Write a whole file in a sandbox, atomically, creating its parent directories (PUT /v1/sandboxes/{id}/files). " +
-			"Paths are absolute under /workspace or /tmp. content is utf-8 text, or base64 with encoding base64; the MCP request carries at most 1 MiB, so a larger file goes over the REST route. " +
-			"Returns the written file's size, mode and modification time."}},
-		{Name: "list_files", Method: http.MethodGet, Route: filesRoute, add: addTool(t.listFiles), tool: &mcp.Tool{Description: "List a directory in a sandbox (GET /v1/sandboxes/{id}/files): " +
-			"entries with name, type (file, dir, symlink, other), size, mode and modified_at; truncated and total say when it holds more than the policy's files.max_list_entries."}},
-		{Name: "destroy_sandbox", Method: http.MethodDelete, Route: "/v1/sandboxes/:id", add: addTool(t.destroy), tool: &mcp.Tool{Description: "Destroy a sandbox and revoke its session token (DELETE /v1/sandboxes/{id})."}},
-	}
-}
-
-// addTool registers a typed tool handler under the tool it is given.
-func addTool[In any](h mcp.ToolHandlerFor[In, any]) func(*mcp.Server, *mcp.Tool) {
-	return func(srv *mcp.Server, tl *mcp.Tool) { mcp.AddTool(srv, tl, h) }
-}
-
 // Handler returns the /mcp endpoint: bearer authentication, then the MCP
 // streamable HTTP transport (stateless, JSON answers) and the tools the
 // caller's token may use (Caller.MayCall). One MCP server is built per
 // distinct set of tools and kept.
 func Handler(cfg Config) http.Handler {
-	defs := tools{cfg: cfg}.defs()
+	t := tools{cfg: cfg}
 	var servers sync.Map // uint64 mask of defs -> *mcp.Server
 	serverFor := func(r *http.Request) *mcp.Server {
 		var mask uint64
 		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
 			if may, _ := ti.Extra[mayCallKey].(func(string, string) bool); may != nil {
-				for i, d := range defs {
-					if may(d.Method, d.Route) {
+				for i, spec := range toolSpecs {
+					if may(spec.Method, spec.Route) {
 						mask |= 1 << i
 					}
 				}
@@ -131,11 +92,9 @@ func Handler(cfg Config) http.Handler {
 		srv := mcp.NewServer(&mcp.Implementation{Name: "sandgate", Version: cfg.Version}, &mcp.ServerOptions{
 			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 		})
-		for i, d := range defs {
+		for i, spec := range toolSpecs {
 			if mask&(1<<i) != 0 {
-				tl := *d.tool
-				tl.Name = d.Name
-				d.add(srv, &tl)
+				spec.add(srv, &mcp.Tool{Name: spec.Name, Description: spec.Description}, t)
 			}
 		}
 		got, _ := servers.LoadOrStore(mask, srv)
@@ -153,6 +112,111 @@ func Handler(cfg Config) http.Handler {
 
 // mayCallKey holds the caller's Caller.MayCall in its TokenInfo.
 const mayCallKey = "sandgate.may_call"
+
+// Tool describes one tool the endpoint registers: its name and
+// description as tools/list gives them, and the REST route each call of it
+// makes (so who may call it is who may call that route: the bundle's route
+// table, T2).
+type Tool struct {
+	Name        string
+	Description string
+	Method      string // the REST route's method
+	Route       string // the REST route's template, e.g. /v1/sandboxes/:id/exec
+	// InputSchema is the tool's inputSchema as tools/list gives it (set by
+	// Tools).
+	InputSchema json.RawMessage
+}
+
+// toolSpec is a Tool with the registration of its handler.
+type toolSpec struct {
+	Tool
+	add func(srv *mcp.Server, tool *mcp.Tool, t tools)
+}
+
+// handler registers a tools method as a tool's handler.
+func handler[In any](m func(tools, context.Context, *mcp.CallToolRequest, In) (*mcp.CallToolResult, any, error)) func(*mcp.Server, *mcp.Tool, tools) {
+	return func(srv *mcp.Server, tool *mcp.Tool, t tools) {
+		mcp.AddTool(srv, tool, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
+			return m(t, ctx, req, in)
+		})
+	}
+}
+
+// toolSpecs are the tools Handler registers, in order: the one list both
+// the endpoint and Tools (hence /openapi.json) read.
+var toolSpecs = []toolSpec{
+	{Tool{"create_sandbox", "Create a disposable Linux sandbox (POST /v1/sandboxes). " +
+		"Returns the sandbox record with its id and a session token for that one sandbox, shown once.",
+		http.MethodPost, "/v1/sandboxes", nil}, handler(tools.createSandbox)},
+	{Tool{"sandbox_status", "Read a sandbox's record: state, expiry, node, profile (GET /v1/sandboxes/{id}).",
+		http.MethodGet, "/v1/sandboxes/:id", nil}, handler(tools.status)},
+	{Tool{"exec", "Run a command in a sandbox as an argument vector, no shell unless argv names one " +
+		"(POST /v1/sandboxes/{id}/exec). A non-zero exit, a timeout and truncated output are data in the result, not errors.",
+		http.MethodPost, "/v1/sandboxes/:id/exec", nil}, handler(tools.exec)},
+	{Tool{"logs", "Read a bounded tail of the sandbox's main task output (GET /v1/sandboxes/{id}/logs).",
+		http.MethodGet, "/v1/sandboxes/:id/logs", nil}, handler(tools.logs)},
+	{Tool{"read_file", "Read a regular file in a sandbox (GET /v1/sandboxes/{id}/files). " +
+		"Returns its size, mode and a window of its bytes: at most max_bytes (default 64 KiB, at most 512 KiB) from offset, as utf-8 text or base64. " +
+		"truncated and next_offset say when the file goes on: call again from next_offset to read a file of any size in windows.",
+		http.MethodGet, "/v1/sandboxes/:id/files", nil}, handler(tools.readFile)},
+	{Tool{"write_file", "Write a whole file in a sandbox, atomically, creating its parent directories (PUT /v1/sandboxes/{id}/files). " +
+		"Paths are absolute under /workspace or /tmp. content is utf-8 text, or base64 with encoding base64; the MCP request carries at most 1 MiB, so a larger file goes over the REST route. " +
+		"Returns the written file's size, mode and modification time.",
+		http.MethodPut, "/v1/sandboxes/:id/files", nil}, handler(tools.writeFile)},
+	{Tool{"list_files", "List a directory in a sandbox (GET /v1/sandboxes/{id}/files): " +
+		"entries with name, type (file, dir, symlink, other), size, mode and modified_at; truncated and total say when it holds more than the policy's files.max_list_entries.",
+		http.MethodGet, "/v1/sandboxes/:id/files", nil}, handler(tools.listFiles)},
+	{Tool{"destroy_sandbox", "Destroy a sandbox and revoke its session token (DELETE /v1/sandboxes/{id}).",
+		http.MethodDelete, "/v1/sandboxes/:id", nil}, handler(tools.destroy)},
+}
+
+// Tools lists the tools Handler registers, in its order, each with the
+// input schema tools/list gives it.
+func Tools() ([]Tool, error) {
+	schemas, err := inputSchemas()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Tool, len(toolSpecs))
+	for i, s := range toolSpecs {
+		out[i] = s.Tool
+		out[i].InputSchema = schemas[s.Name]
+	}
+	return out, nil
+}
+
+// inputSchemas are the tools' input schemas as the SDK derives them from
+// their argument types: a server with the tools registered, asked
+// tools/list over an in-memory session (once; the handlers never run).
+var inputSchemas = sync.OnceValues(func() (map[string]json.RawMessage, error) {
+	ctx := context.Background()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "sandgate"}, nil)
+	for _, spec := range toolSpecs {
+		spec.add(srv, &mcp.Tool{Name: spec.Name, Description: spec.Description}, tools{})
+	}
+	ct, st := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		return nil, fmt.Errorf("mcpserver: list tools: %w", err)
+	}
+	defer func() { _ = ss.Close() }()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "sandgate-apidoc"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		return nil, fmt.Errorf("mcpserver: list tools: %w", err)
+	}
+	defer func() { _ = cs.Close() }()
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("mcpserver: list tools: %w", err)
+	}
+	out := make(map[string]json.RawMessage, len(list.Tools))
+	for _, tl := range list.Tools {
+		if out[tl.Name], err = json.Marshal(tl.InputSchema); err != nil {
+			return nil, fmt.Errorf("mcpserver: tool %s: %w", tl.Name, err)
+		}
+	}
+	return out, nil
+})
 
 // rawTokenKey holds the caller's token in its TokenInfo, for the REST
 // request each tool call makes.
