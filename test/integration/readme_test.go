@@ -40,7 +40,7 @@ func TestTheREADMECLILinesRunAsWritten(t *testing.T) {
 	bin, data := testbin.Build(t), t.TempDir()
 	g := startGateway(t, bin, data)
 	work := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(work, ".build"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(work, ".build"), 0o750); err != nil {
 		t.Fatal(err)
 	}
 	for link, target := range map[string]string{".build/sandgate": bin, ".sandgate": data} {
