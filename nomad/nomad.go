@@ -50,7 +50,7 @@ const (
 // Config.Observe (the gateway gives each its metric series at start).
 func Ops() []string {
 	return []string{OpPing, OpNodes, OpNode, OpNodeUsage, OpRegister, OpJob, OpListJobs, OpPurge,
-		OpWaitPlacement, OpAllocation, OpJobAllocations, OpExec, OpLogs, OpServers, OpTaskDirUsage}
+		OpWaitPlacement, OpAllocation, OpJobAllocations, OpExec, OpLogs, OpServers, OpTaskDirUsage, OpNodeAllocated}
 }
 
 // Client talks to one Nomad cluster on behalf of the gateway. It is safe for

@@ -25,10 +25,12 @@ var problemStatus = map[string]int{
 	"sandbox_not_running": 409, "host_not_enrolled": 409, "sandboxes_live": 409, "no_enrolled_node": 409,
 	"is_a_directory": 409, "not_a_directory": 409, "directory_not_empty": 409, "write_failed": 409,
 	"sandbox_expired": 410, "sandbox_ended": 410, "sandbox_lost": 410,
+	"request_timeout":   408,
 	"length_required":   411,
 	"payload_too_large": 413,
 	"file_too_large":    422, "not_a_regular_file": 422, "image_lacks_tools": 422, "idempotency_key_reused": 422,
-	"budget_exhausted": 429, "busy": 429,
+	"evaluation_deadline_exceeded": 422, "candidate_exceeded_limits": 422,
+	"budget_exhausted": 429, "policy_busy": 429, "rate_limited": 429, "placement_failed": 429, // placement_failed: 503 too
 	"header_too_large":  431,
 	"internal_error":    500,
 	"nomad_unavailable": 503, "unavailable": 503,
