@@ -3,13 +3,17 @@ package gateway_test
 import (
 	"context"
 	"net/http"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
 
+	"sandgate/gateway"
+	"sandgate/nomad"
 	"sandgate/nomad/nomadsim"
 	"sandgate/store"
 )
@@ -222,4 +226,40 @@ func TestARaceForTheRoomWithoutWaitingEndsTheRecord(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	assertBudgetMatchesLiveRecords(t, h)
+}
+
+// A burst of creates on one node lists its allocations once per
+// AllocatedTTL, not once per create (the listing grows with the node's
+// churn); with the cache off, every create lists them.
+func TestCreatesReuseARecentAllocationsRead(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		ttl  time.Duration
+		want func(n int) bool
+	}{
+		{time.Hour, func(n int) bool { return n == 1 }},
+		{-1, func(n int) bool { return n == 3 }},
+	} {
+		h := newHarness(t, harnessOptions{config: func(c *gateway.Config) { c.AllocatedTTL = tc.ttl }})
+		before := nodeAllocatedCalls(t, h)
+		for range 3 {
+			h.create(h.operator, map[string]any{"node": "worker-1", "cpu_mhz": 100, "memory_mb": 64})
+		}
+		if n := nodeAllocatedCalls(t, h) - before; !tc.want(n) {
+			t.Errorf("AllocatedTTL %s: 3 creates listed the node's allocations %d times", tc.ttl, n)
+		}
+	}
+}
+
+// nodeAllocatedCalls is how many NodeAllocated calls the gateway made, from
+// its Nomad latency histogram on /metrics.
+func nodeAllocatedCalls(t *testing.T, h *harness) int {
+	t.Helper()
+	body := string(h.do(http.MethodGet, "/metrics", "", nil).body)
+	m := regexp.MustCompile(`sandgate_nomad_request_duration_seconds_count\{op="` + nomad.OpNodeAllocated + `"\} ([0-9]+)`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("/metrics has no NodeAllocated count")
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
 }

@@ -194,7 +194,7 @@ func (s *Server) reserveOn(c echo.Context, cl *caller, plan createPlan, cand can
 	if err != nil {
 		return reservation{}, nomadUnavailable("could not read the usage of node "+cand.node.Name+"; nothing was changed", err)
 	}
-	allocated, err := s.cfg.Nomad.NodeAllocated(ctx, cand.node.ID)
+	allocated, err := s.allocated.get(ctx, cand.node.ID)
 	if err != nil {
 		return reservation{}, nomadUnavailable("could not read the allocations of node "+cand.node.Name+"; nothing was changed", err)
 	}

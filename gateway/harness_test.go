@@ -63,6 +63,10 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		PolicyDir: o.policyDir, Nodes: o.nodes, SimConfig: o.simConfig, WrapStore: o.wrapStore, ObserveNomad: true,
 		Config: func(c *gateway.Config) {
 			c.StartTimeout, c.LogInputs, c.KeepaliveInterval = o.startTimeout, o.logInputs, o.keepalive
+			// Every create reads Nomad's allocations: tests place outside
+			// jobs between creates (TestCreatesReuseARecentAllocationsRead
+			// checks the cache).
+			c.AllocatedTTL = -1
 			if o.config != nil {
 				o.config(c)
 			}

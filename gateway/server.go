@@ -82,6 +82,10 @@ type Config struct {
 	// StartTimeout is how long a sandbox may stay starting, in the
 	// background after the create answered, before it is failed; default 5 min.
 	StartTimeout time.Duration
+	// AllocatedTTL is how long a create may use what Nomad last reported
+	// the allocations on a node hold (B1's node.capacity) before listing
+	// them again; default 1 s, negative: every create lists them.
+	AllocatedTTL time.Duration
 	// ExecGrace is added to an exec's timeout before the gateway gives up
 	// on the stream (the in-sandbox timeout fires first); default 10 s.
 	ExecGrace time.Duration
@@ -165,6 +169,7 @@ func (c *Config) defaults() {
 	setDur(&c.MaxWait, 120*time.Second)
 	setDur(&c.StartTimeout, 5*time.Minute)
 	setDur(&c.ExecGrace, 10*time.Second)
+	setDur(&c.AllocatedTTL, time.Second)
 	setDur(&c.ReadHeaderTimeout, 10*time.Second)
 	setDur(&c.ReadTimeout, 30*time.Second)
 	setDur(&c.WriteTimeout, 30*time.Second)
@@ -222,6 +227,7 @@ type Server struct {
 	log                   *slog.Logger
 	metrics               *metrics
 	nodes                 *nodeCache
+	allocated             *allocatedCache
 	// limits holds the rate-limit buckets (Q1, ratelimit.go).
 	limits *rateLimiter
 	ready  readiness
@@ -262,6 +268,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	m.initSeries(cfg.Engine.Rules())
 	s.nodes = newNodeCache(cfg.Nomad, 2*time.Second, cfg.Now)
+	s.allocated = &allocatedCache{nomad: cfg.Nomad, ttl: cfg.AllocatedTTL}
 	s.limits = newRateLimiter(cfg.Engine, cfg.Now, cfg.RateLimitWindow, cfg.RateLimitMaxKeys)
 	s.limits.onTable, s.limits.onLimited = m.initRateLimited, m.countRateLimited
 	s.limits.current() // the metric's series exist from the start
