@@ -413,7 +413,10 @@ func newCreateDecision(b *testing.B, h *harness) func() {
 			if f.NodeInfo != nil {
 				lim = policies.BudgetLimits{MaxSandboxes: f.NodeInfo.MaxSandboxes, CPUMHz: f.NodeInfo.CPUMHz, MemoryMB: f.NodeInfo.MemoryMB}
 			}
-			in := gateway.AdmissionInput(spec, jobJSON, gateway.NodeFacts(node, false, f.NodeInfo, &usage), policies.Budget{
+			nf := gateway.NodeFacts(node, false, f.NodeInfo, &usage)
+			// Nomad's room as large as the budget: B1's budget decides.
+			nf.Capacity = &policies.NodeCapacity{Allocatable: policies.Resources{CPUMHz: int64(lim.CPUMHz), MemoryMB: int64(lim.MemoryMB)}}
+			in := gateway.AdmissionInput(spec, jobJSON, nf, policies.Budget{
 				Limits: lim,
 				Used:   policies.BudgetUse{Sandboxes: f.Node.Sandboxes, CPUMHz: f.Node.CPUMHz, MemoryMB: f.Node.MemoryMB},
 			}, policies.PrincipalFacts{Sub: claims.Subject, Role: string(claims.Role), LiveSandboxes: f.Principal.Sandboxes},
