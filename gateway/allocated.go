@@ -10,8 +10,9 @@ import (
 
 // allocatedCache keeps what Nomad reported the allocations on each node
 // hold (Nomad.NodeAllocated) for a short time, and shares one listing among
-// the callers that ask while it runs, so a burst of creates or host views
-// lists a node's allocations once rather than once each: the listing holds
+// the creates that ask while it runs, so a burst of creates lists a
+// node's allocations once rather than once each (host views and
+// enrollment always read afresh): the listing holds
 // every allocation Nomad has not garbage-collected yet, so its cost grows
 // with the node's churn. A figure up to ttl old is safe for B1: the
 // sandboxes' share is also bounded by the gateway's own reservations (the

@@ -122,7 +122,7 @@ func (s *Server) readCapacity(ctx context.Context, h *host) {
 	if h.node == nil {
 		return
 	}
-	a, err := s.allocated.get(ctx, h.node.ID)
+	a, err := s.cfg.Nomad.NodeAllocated(ctx, h.node.ID)
 	if err != nil {
 		h.allocErr = err
 		return
