@@ -415,7 +415,7 @@ func newCreateDecision(b *testing.B, h *harness) func() {
 			}
 			nf := gateway.NodeFacts(node, false, f.NodeInfo, &usage)
 			// Nomad's room as large as the budget: B1's budget decides.
-			nf.Capacity = &policies.NodeCapacity{Allocatable: policies.Resources{CPUMHz: int64(lim.CPUMHz), MemoryMB: int64(lim.MemoryMB)}}
+			nf.Capacity = &policies.NodeCapacity{Allocatable: policies.Resources{CPUMHz: lim.CPUMHz, MemoryMB: lim.MemoryMB}}
 			in := gateway.AdmissionInput(spec, jobJSON, nf, policies.Budget{
 				Limits: lim,
 				Used:   policies.BudgetUse{Sandboxes: f.Node.Sandboxes, CPUMHz: f.Node.CPUMHz, MemoryMB: f.Node.MemoryMB},
