@@ -42,7 +42,7 @@ func TestTheLLMsTxtLinesRunAsWritten(t *testing.T) {
 	}
 	guide, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
-	lines := tryItLines(t, string(guide))
+	lines := shBlock(t, "/llms.txt", string(guide), "## Try it", 8)
 
 	// The first two lines say where the gateway is and which token to use.
 	if !strings.HasPrefix(lines[0], "G=") || !strings.HasPrefix(lines[1], "T=") {
@@ -94,24 +94,26 @@ func TestTheLLMsTxtLinesRunAsWritten(t *testing.T) {
 	t.Logf("llms.txt Try it transcript:\n%s", out.String())
 }
 
-// tryItLines returns the lines of the first ```sh block after "## Try it".
-func tryItLines(t *testing.T, guide string) []string {
+// shBlock returns the lines of the first ```sh block after the heading
+// line of doc (named as what in failures), failing t when there is none or
+// it has fewer than minLines lines.
+func shBlock(t *testing.T, what, doc, heading string, minLines int) []string {
 	t.Helper()
-	_, rest, ok := strings.Cut(guide, "\n## Try it\n")
+	_, rest, ok := strings.Cut(doc, "\n"+heading+"\n")
 	if !ok {
-		t.Fatal("/llms.txt has no \"## Try it\" section")
+		t.Fatalf("%s has no %q section", what, heading)
 	}
 	_, rest, ok = strings.Cut(rest, "```sh\n")
 	if !ok {
-		t.Fatal("the Try it section has no ```sh block")
+		t.Fatalf("%s: %q has no ```sh block", what, heading)
 	}
 	block, _, ok := strings.Cut(rest, "\n```")
 	if !ok {
-		t.Fatal("the Try it block is not closed")
+		t.Fatalf("%s: the block under %q is not closed", what, heading)
 	}
 	lines := strings.Split(block, "\n")
-	if len(lines) < 8 {
-		t.Fatalf("the Try it block has %d lines", len(lines))
+	if len(lines) < minLines {
+		t.Fatalf("%s: the block under %q has %d lines", what, heading, len(lines))
 	}
 	return lines
 }

@@ -35,7 +35,7 @@ func TestTheREADMECLILinesRunAsWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := readmeCLILines(t, string(readme))
+	lines := shBlock(t, "README.md", string(readme), "## The operator CLI and the dashboard", 10)
 
 	bin, data := testbin.Build(t), t.TempDir()
 	g := startGateway(t, bin, data)
@@ -82,27 +82,4 @@ func TestTheREADMECLILinesRunAsWritten(t *testing.T) {
 	if n, _ := strconv.Atoi(status[len(status)-1][1]); n != len(lines)-1 {
 		t.Errorf("the last status is of line %d", n)
 	}
-}
-
-// readmeCLILines is the first ```sh block after the README's "The operator
-// CLI and the dashboard" heading.
-func readmeCLILines(t *testing.T, readme string) []string {
-	t.Helper()
-	_, rest, ok := strings.Cut(readme, "\n## The operator CLI and the dashboard\n")
-	if !ok {
-		t.Fatal("README.md has no \"The operator CLI and the dashboard\" section")
-	}
-	_, rest, ok = strings.Cut(rest, "```sh\n")
-	if !ok {
-		t.Fatal("the section has no ```sh block")
-	}
-	block, _, ok := strings.Cut(rest, "\n```")
-	if !ok {
-		t.Fatal("the block is not closed")
-	}
-	lines := strings.Split(block, "\n")
-	if len(lines) < 10 {
-		t.Fatalf("the block has %d lines", len(lines))
-	}
-	return lines
 }
