@@ -295,13 +295,19 @@ func (s *Server) handleClientStats(w http.ResponseWriter, r *http.Request) {
 	case down:
 		writeError(w, r, http.StatusNotFound, errNoPathToNode)
 	default:
-		writeJSON(w, http.StatusOK, metaNone, 0, toWire(stats))
+		// The real agent stamps each reading (Unix nanoseconds), a member
+		// api.HostStats does not decode.
+		o := toObj(stats)
+		o["Timestamp"] = time.Now().UnixNano()
+		writeJSON(w, http.StatusOK, metaNone, 0, o)
 	}
 }
 
-// hostHeld is what the running allocations of a node hold of its host's
-// memory and disk, in bytes.
-type hostHeld struct{ memory, disk uint64 }
+// hostHeld is what the running allocations of a node hold of its host, in
+// bytes: processes' memory (counted in Used), files in tmpfs areas (shared
+// memory: lowers Available and Free but not Used, as gopsutil counts it on
+// a real agent) and files on disk.
+type hostHeld struct{ resident, tmpfs, disk uint64 }
 
 // containerResidentBytes is what one running sandbox container holds of its
 // host's memory before it writes anything: its init, sleep and the
@@ -319,10 +325,10 @@ func (s *Server) heldOnNodeLocked(nodeID string) hostHeld {
 		if sa.a.NodeID != nodeID || sa.a.ClientStatus != api.AllocClientStatusRunning {
 			continue
 		}
-		h.memory += containerResidentBytes
+		h.resident += containerResidentBytes
 		if sa.cfs != nil {
 			tmpfs, rest := sa.cfs.heldBytes()
-			h.memory += tmpfs
+			h.tmpfs += tmpfs
 			h.disk += rest
 		}
 		if d, ok := s.taskDirs[sa.a.ID]; ok {
@@ -338,11 +344,17 @@ func (s *Server) heldOnNodeLocked(nodeID string) hostHeld {
 
 // hostStats is the node's host stats: the usage SetNodeUsage set, plus
 // what its running allocations hold, so the usage moves with the sandboxes
-// as it does on a real agent (capped at the host's size).
+// as it does on a real agent (capped at the host's size). The real agent's
+// readings around a sandbox's writes (real-client-stats-*.json) pin which
+// figure moves: a tmpfs file lowers Available and Free but leaves Used; a
+// file in a task directory raises the alloc dir's Used. The page cache is
+// not modelled: Free equals Available here, where a real host's Free also
+// drops with every file written to disk (the gateway never reads Free).
 func hostStats(n *simNode, held hostHeld) *api.HostStats {
 	memTotal := uint64(*n.n.Resources.MemoryMB) << 20                              //nolint:gosec // positive by config
 	diskTotal := uint64(*n.n.Resources.DiskMB) << 20                               //nolint:gosec // positive by config
-	memUsed := min(memTotal, uint64(float64(memTotal)*n.memPct/100)+held.memory)   //nolint:gosec // percent in 0-100
+	memUsed := min(memTotal, uint64(float64(memTotal)*n.memPct/100)+held.resident) //nolint:gosec // percent in 0-100
+	memAvailable := memTotal - min(memTotal, memUsed+held.tmpfs)
 	diskUsed := min(diskTotal, uint64(float64(diskTotal)*n.diskPct/100)+held.disk) //nolint:gosec // percent in 0-100
 	diskPct := min(100, n.diskPct+100*float64(held.disk)/float64(diskTotal))
 	disk := &api.HostDiskStats{
@@ -354,7 +366,7 @@ func hostStats(n *simNode, held hostHeld) *api.HostStats {
 		cpus[i] = &api.HostCPUStats{CPU: "cpu" + strconv.Itoa(i), Idle: 100}
 	}
 	return &api.HostStats{
-		Memory:        &api.HostMemoryStats{Total: memTotal, Used: memUsed, Available: memTotal - memUsed, Free: memTotal - memUsed},
+		Memory:        &api.HostMemoryStats{Total: memTotal, Used: memUsed, Available: memAvailable, Free: memAvailable},
 		CPU:           cpus,
 		DiskStats:     []*api.HostDiskStats{disk},
 		AllocDirStats: disk,

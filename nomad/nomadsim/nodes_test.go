@@ -187,28 +187,31 @@ func TestClientStatsFollowSetNodeUsage(t *testing.T) {
 }
 
 // Usage moves with the sandboxes, as on a real agent: a running container
-// holds some memory, files in its tmpfs areas hold memory, files written to
-// its task directories hold disk, and all of it is given back when the
-// allocation stops.
+// holds some memory, files in its tmpfs areas lower the memory available
+// (not Used: shared memory, as gopsutil counts it), files written to its
+// task directories hold disk, and all of it is given back when the
+// allocation stops. TestHostUsageMovesAsOnTheRealAgent compares the moves
+// with a real agent's.
 func TestClientStatsMoveWithWhatTheNodesSandboxesHold(t *testing.T) {
 	t.Parallel()
 	s, _, c := newSim(t)
 	must(t, s.SetNodeUsage("worker-2", 50, 10))
 	id, _ := s.NodeID("worker-2")
-	stats := func() (mem, disk uint64) {
+	stats := func() (used, held, disk uint64) {
 		t.Helper()
 		st, err := c.Nodes().Stats(id, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return st.Memory.Used, st.DiskStats[0].Used
+		return st.Memory.Used, st.Memory.Total - st.Memory.Available, st.DiskStats[0].Used
 	}
-	mem0, disk0 := stats()
+	used0, mem0, disk0 := stats()
 
 	job := sandboxJob("sandgate-sbx-usage1", "worker-2")
 	alloc := runningAlloc(t, c, job)
-	if mem, disk := stats(); mem != mem0+containerResidentBytes || disk != disk0 {
-		t.Errorf("a running container: memory %d (want %d), disk %d (want %d)", mem, mem0+containerResidentBytes, disk, disk0)
+	if used, mem, disk := stats(); used != used0+containerResidentBytes || mem != mem0+containerResidentBytes || disk != disk0 {
+		t.Errorf("a running container: used %d, held %d (want both %d), disk %d (want %d)",
+			used, mem, mem0+containerResidentBytes, disk, disk0)
 	}
 
 	s.mu.Lock()
@@ -220,9 +223,12 @@ func TestClientStatsMoveWithWhatTheNodesSandboxesHold(t *testing.T) {
 	cfs.nodes["/etc/layer"] = &fsNode{data: make([]byte, 2<<20), mode: 0o644}
 	cfs.mu.Unlock()
 	must(t, s.WriteTaskFile(alloc.ID, "sandbox/local/big", 16<<20))
-	mem, disk := stats()
+	used, mem, disk := stats()
 	if want := mem0 + containerResidentBytes + 9<<20; mem != want {
-		t.Errorf("after 9 MiB in /workspace and /tmp: memory used %d, want %d", mem, want)
+		t.Errorf("after 9 MiB in /workspace and /tmp: memory held %d, want %d", mem, want)
+	}
+	if want := used0 + containerResidentBytes; used != want {
+		t.Errorf("after 9 MiB in /workspace and /tmp: Used %d, want %d (tmpfs is not in Used)", used, want)
 	}
 	if want := disk0 + 18<<20; disk != want {
 		t.Errorf("after 2 MiB in the writable layer and 16 MiB in /local: disk used %d, want %d", disk, want)
@@ -232,7 +238,7 @@ func TestClientStatsMoveWithWhatTheNodesSandboxesHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the stopped allocation's usage given back", func() bool {
-		mem, disk := stats()
-		return mem == mem0 && disk == disk0
+		used, mem, disk := stats()
+		return used == used0 && mem == mem0 && disk == disk0
 	})
 }

@@ -128,6 +128,9 @@ func TestRecordRealAgent(t *testing.T) {
 	rec.logs("real-logs-stdout-start-plain", bbAlloc, logParams("stdout", "start", 0, true), recBound, busybox.notes(bbAlloc))
 	rec.logs("real-logs-stderr-framed", bbAlloc, gatewayLogParams("stderr", 4096), recBound, busybox.notes(bbAlloc))
 
+	// The node's host usage around what the sandbox writes.
+	rec.hostUsage(busybox, bbAlloc)
+
 	// Unknown allocations.
 	rec.exec("real-exec-unknown-alloc", recUnknownAlloc, recTask, wrapped(recExecs[0]), "", recBound, nil)
 	rec.logs("real-logs-unknown-alloc", recUnknownAlloc, gatewayLogParams("stdout", 4096), recBound, nil)
@@ -264,6 +267,84 @@ func (r *recorder) lostNode(registered func(string)) {
 	t.Logf("after restart: ready in %s, replacement %q running %s later, old alloc settled in %s", back, replacement, reacted, settled)
 	_, _, _ = suite.api.Jobs().Deregister(job.id, true, nil)
 	a.Stop()
+}
+
+// The sizes hostUsage writes: into the /workspace tmpfs (below the
+// sandbox's 128 MB memory limit, which a tmpfs's pages count against) and
+// into the task's /local directory on the agent's data dir.
+const (
+	recTmpfsBytes = 48 << 20
+	recLocalBytes = 64 << 20
+)
+
+// hostUsage records the node's /v1/client/stats around what a running
+// sandbox writes: before, after recTmpfsBytes into /workspace (a tmpfs:
+// host memory), after recLocalBytes into /local (the data dir's disk),
+// and after both are removed. Each reading is taken once the agent's
+// collector (every second) has seen the change, waited for on the figure
+// the gateway reads (memory Total-Available; AllocDirStats.Used), never
+// on a fixed pause. The simulator's usage model is checked against them
+// (nomad/nomadsim TestHostUsageMovesAsOnTheRealAgent). Record on a quiet
+// machine: other work moves the host's figures too.
+func (r *recorder) hostUsage(j recJob, alloc string) {
+	t := r.t
+	a, _, err := suite.api.Allocations().Info(alloc, nil)
+	if err != nil {
+		t.Fatalf("allocation %s: %v", alloc, err)
+	}
+	path := "/v1/client/stats?node_id=" + a.NodeID
+	held := func() (memory, disk int64) {
+		st, err := suite.api.Nodes().Stats(a.NodeID, nil)
+		if err != nil || st.Memory == nil || st.AllocDirStats == nil {
+			return -1, -1
+		}
+		return int64(st.Memory.Total) - int64(st.Memory.Available), int64(st.AllocDirStats.Used) //nolint:gosec // host sizes fit
+	}
+	run := func(script string) {
+		out := r.exec("", alloc, recTask, wrapped(recExec{argv: []string{"sh", "-c", script}}), "", recBound, nil)
+		if out.exitCode == nil || *out.exitCode != 0 {
+			t.Fatalf("%s: exit %v, stderr %q", script, out.exitCode, out.stderr)
+		}
+	}
+	// settled waits until cond holds of the figures on two readings in a
+	// row, so the recorded answer (read next) shows it too.
+	settled := func(what string, cond func(memory, disk int64) bool) time.Duration {
+		in := 0
+		took, ok := waitFor(30*time.Second, func() bool {
+			if m, d := held(); m >= 0 && cond(m, d) {
+				in++
+			} else {
+				in = 0
+			}
+			return in >= 2
+		})
+		if !ok {
+			t.Fatalf("host usage: %s not seen within 30 s", what)
+		}
+		return took
+	}
+	mem0, disk0 := held()
+	if mem0 < 0 {
+		t.Fatalf("client stats of node %s: no memory or alloc dir figures", a.NodeID)
+	}
+	r.call("real-client-stats-running", http.MethodGet, path, nil, recBound, j.notes(alloc))
+
+	run(fmt.Sprintf("dd if=/dev/zero of=/workspace/usage-probe bs=1048576 count=%d 2>/dev/null", recTmpfsBytes>>20))
+	waited := settled("the tmpfs file in memory", func(m, _ int64) bool { return m-mem0 >= recTmpfsBytes/2 })
+	r.call("real-client-stats-after-workspace-write", http.MethodGet, path, nil, recBound,
+		j.notes(alloc, "workspace_bytes", recTmpfsBytes, "waited_ms", waited.Milliseconds()))
+
+	run(fmt.Sprintf("dd if=/dev/zero of=/local/usage-probe bs=1048576 count=%d 2>/dev/null && sync", recLocalBytes>>20))
+	waited = settled("the /local file on disk", func(_, d int64) bool { return d-disk0 >= recLocalBytes/2 })
+	r.call("real-client-stats-after-local-write", http.MethodGet, path, nil, recBound,
+		j.notes(alloc, "workspace_bytes", recTmpfsBytes, "local_bytes", recLocalBytes, "waited_ms", waited.Milliseconds()))
+
+	run("rm -f /workspace/usage-probe /local/usage-probe && sync")
+	waited = settled("both files given back", func(m, d int64) bool {
+		return m-mem0 < recTmpfsBytes/4 && d-disk0 < recLocalBytes/4
+	})
+	r.call("real-client-stats-after-remove", http.MethodGet, path, nil, recBound,
+		j.notes(alloc, "waited_ms", waited.Milliseconds()))
 }
 
 // recJob is a job the recorder registers: the gateway's rendering.
