@@ -229,6 +229,20 @@ violations contains {"rule": "X1", "msg": "m"} if input.x
 		{"a rate limit with a fractional burst", func(t *testing.T, dir string) {
 			editData(t, dir, `"operator": {"requests_per_second": 50, "burst": 200}`, `"operator": {"requests_per_second": 50, "burst": 2.5}`)
 		}, "burst", false},
+		// F1/E1: a root that is not a normalised absolute path would match
+		// nothing (an empty one once matched everything): refused at load.
+		{"an empty files root", func(t *testing.T, dir string) {
+			editData(t, dir, `"roots": ["/workspace", "/tmp"]`, `"roots": ["", "/workspace", "/tmp"]`)
+		}, `files.roots[0] as a normalised absolute path`, false},
+		{"a files root with a trailing slash", func(t *testing.T, dir string) {
+			editData(t, dir, `"roots": ["/workspace", "/tmp"]`, `"roots": ["/workspace/", "/tmp"]`)
+		}, `files.roots[0]`, false},
+		{"a relative workdir root", func(t *testing.T, dir string) {
+			editData(t, dir, `"workdir_roots": ["/workspace", "/tmp"]`, `"workdir_roots": ["/workspace", "tmp"]`)
+		}, `exec.workdir_roots[1]`, false},
+		{"a workdir root that climbs", func(t *testing.T, dir string) {
+			editData(t, dir, `"workdir_roots": ["/workspace", "/tmp"]`, `"workdir_roots": ["/workspace/..", "/tmp"]`)
+		}, `exec.workdir_roots[0]`, false},
 		// T2 does not re-check at every request that the roles a route lists
 		// are granted its scope: the bundle's tests hold the table and the
 		// roles together, and a bundle whose tests fail does not serve.

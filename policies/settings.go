@@ -361,6 +361,17 @@ func (s Settings) validate() error {
 	need(s.Exec.DefaultTimeoutSeconds > 0 && s.Exec.MaxTimeoutSeconds >= s.Exec.DefaultTimeoutSeconds, "exec.default_timeout_seconds within exec.max_timeout_seconds")
 	need(s.Exec.MaxOutputBytes > 0, "exec.max_output_bytes")
 	need(len(s.Files.Roots) > 0, "files.roots")
+	// F1 and E1 (sandgate.lib.paths): a root that is not a normalised
+	// absolute path matches nothing in Rego; it is a typo in the data, so
+	// the bundle is refused rather than served with a root that is dead.
+	for _, l := range []struct {
+		name  string
+		roots []string
+	}{{"files.roots", s.Files.Roots}, {"exec.workdir_roots", s.Exec.WorkdirRoots}} {
+		for i, r := range l.roots {
+			need(NormalisedAbsolute(r), fmt.Sprintf("%s[%d] as a normalised absolute path (it starts with '/'; no empty, '.' or '..' segment; no trailing '/'), not %q", l.name, i, r))
+		}
+	}
 	need(s.Files.MaxReadBytes > 0, "files.max_read_bytes")
 	need(s.Files.MaxListEntries > 0, "files.max_list_entries")
 	need(s.Files.TimeoutSeconds > 0, "files.timeout_seconds")
@@ -389,4 +400,22 @@ func (s Settings) validate() error {
 		return fmt.Errorf("%w: data.sandgate.config lacks %s", ErrSettings, strings.Join(missing, "; "))
 	}
 	return nil
+}
+
+// NormalisedAbsolute reports whether p is "/", or "/" followed by segments
+// none of which is empty, "." or "..", with no trailing "/": the Go twin of
+// sandgate.lib.paths.normalised_absolute, used to refuse odd roots at load.
+func NormalisedAbsolute(p string) bool {
+	if p == "/" {
+		return true
+	}
+	if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") {
+		return false
+	}
+	for _, seg := range strings.Split(p[1:], "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
 }

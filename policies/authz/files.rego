@@ -12,6 +12,7 @@
 # F1 allowed.
 package sandgate.authz
 
+import data.sandgate.lib.paths
 import future.keywords.not
 import future.keywords.or
 
@@ -76,9 +77,9 @@ violations contains {"rule": "F1", "msg": sprintf("files: path %v is not under a
 	input.request.route == _files_route
 	not {
 		p := input.request.file.path
-		_normalised(p)
+		paths.normalised_absolute(p)
 		some root in data.sandgate.config.files.roots
-		_at_or_under(p, root)
+		paths.at_or_under(p, root)
 	}
 }
 
@@ -87,26 +88,6 @@ _file_path_shown := p if {
 	is_string(p)
 	count(p) <= 256
 } else := "(missing or too long to show)"
-
-# A well-formed absolute path without empty, "." or ".." segments.
-_normalised(p) if p == "/"
-
-_normalised(p) if {
-	is_string(p)
-	startswith(p, "/")
-	not endswith(p, "/")
-	every seg in split(substring(p, 1, -1), "/") {
-		not seg in {"", ".", ".."}
-	}
-}
-
-_at_or_under(p, root) if p == root
-
-_at_or_under(p, root) if {
-	is_string(root)
-	startswith(root, "/")
-	startswith(p, concat("", [trim_suffix(root, "/"), "/"]))
-}
 
 # METADATA
 # title: A root itself is never replaced or removed
@@ -121,8 +102,8 @@ violations contains {"rule": "F1", "msg": sprintf("files: %v %v would replace or
 	input.request.route == _files_route
 	input.request.method in {"PUT", "DELETE"}
 	some root in data.sandgate.config.files.roots
-	_normalised(input.request.file.path)
-	trim_suffix(root, "/") == input.request.file.path
+	paths.normalised_absolute(input.request.file.path)
+	root == input.request.file.path
 }
 
 # ---------------------------------------------------------------------------

@@ -93,7 +93,22 @@ test_f1_missing_or_odd_roots_refuse if {
 	ids(base(files_get, "session")) == {"F1"} with data.sandgate.config.files.roots as []
 	ids(base(files_get, "session")) == {"F1"} with data.sandgate.config.files.roots as ["workspace"]
 	allowed(files_at(files_get, "/etc/hosts", "/etc/hosts")) with data.sandgate.config.files.roots as ["/"]
-	allowed(base(files_get, "session")) with data.sandgate.config.files.roots as ["/workspace/"]
+	ids(base(files_get, "session")) == {"F1"} with data.sandgate.config.files.roots as ["/workspace/"]
+}
+
+# An empty root admitted every path (it and "/" made a prefix of all of
+# them): a session token read /etc/shadow. A root that is not a normalised
+# absolute path admits nothing, whatever else the list holds.
+test_f1_an_empty_or_odd_root_admits_nothing if {
+	every roots in [[""], ["", "/workspace"], ["/workspace/.."], ["//"], [["/"]], [null]] {
+		ids(files_at(files_get, "/etc/shadow", "/etc/shadow")) == {"F1"} with data.sandgate.config.files.roots as roots
+		ids(files_at(files_put, "/etc/shadow", "/etc/shadow")) == {"F1"} with data.sandgate.config.files.roots as roots
+	}
+	allowed(base(files_get, "session")) with data.sandgate.config.files.roots as ["", "/workspace"]
+}
+
+test_f1_the_root_slash_itself_is_never_replaced if {
+	ids(files_at(files_put, "/", "/")) == {"F1"} with data.sandgate.config.files.roots as ["/"]
 }
 
 test_f1_the_message_names_the_path_and_the_roots if {

@@ -9,6 +9,7 @@
 # read inside the negated check.
 package sandgate.authz
 
+import data.sandgate.lib.paths
 import future.keywords.not
 import future.keywords.or
 
@@ -275,19 +276,7 @@ violations contains {"rule": "E1", "msg": "exec: workdir must be a normalised ab
 	input.request.route == "/v1/sandboxes/:id/exec"
 	w := input.request.body.workdir
 	is_string(w)
-	not _normalised_absolute(w)
-}
-
-# _normalised_absolute(p): p is "/", or "/" and segments that are neither
-# empty, "." nor "..".
-_normalised_absolute("/")
-
-_normalised_absolute(p) if {
-	startswith(p, "/")
-	not {
-		some segment in split(substring(p, 1, -1), "/")
-		segment in {"", ".", ".."}
-	}
+	not paths.normalised_absolute(w)
 }
 
 # METADATA
@@ -353,16 +342,8 @@ _under_a_workdir_root(w) if {
 	roots := data.sandgate.config.exec.workdir_roots
 	is_array(roots)
 	some root in roots
-	is_string(root)
-	_normalised_absolute(root)
-	_at_or_under(w, root)
+	paths.at_or_under(w, root)
 }
-
-# _at_or_under(p, root): p is root, or below it on a segment boundary
-# (root "/" ends in the separator already).
-_at_or_under(p, root) if p == root
-
-_at_or_under(p, root) if startswith(p, concat("", [trim_suffix(root, "/"), "/"]))
 
 # METADATA
 # title: Exec's stdin is bounded

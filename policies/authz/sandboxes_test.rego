@@ -3,6 +3,7 @@
 package sandgate.authz_test
 
 import data.sandgate.authz
+import data.sandgate.lib.paths
 
 # ---------------------------------------------------------------------------
 # T3: the target
@@ -337,6 +338,14 @@ test_e1_workdir_sharing_a_prefix_with_a_root_is_not_under_it if {
 	}
 }
 
+# The workdir roots share F1's predicate: a root that is not a normalised
+# absolute path admits nothing.
+test_e1_an_empty_or_odd_workdir_root_admits_nothing if {
+	every roots in [[""], ["/workspace/"], ["workspace"], ["//"], [["/"]], [null]] {
+		workdir_msgs("/etc") == {sprintf("exec: workdir must be one of exec.workdir_roots %v or under one of them", [roots])} with data.sandgate.config.exec.workdir_roots as roots
+	}
+}
+
 test_e1_workdir_outside_the_roots if {
 	every w in ["/etc", "/", "/root", "/alloc", "/local", "/secrets", "/proc/self/cwd", "/var/tmp", "/WORKSPACE"] {
 		workdir_msgs(w) == {workdir_roots_msg}
@@ -397,7 +406,7 @@ test_e1_workdir_missing_policy_data_refuses if {
 test_e1_workdir_shipped_roots_are_normalised if {
 	count(cfg.exec.workdir_roots) > 0
 	every root in cfg.exec.workdir_roots {
-		authz._normalised_absolute(root)
+		paths.normalised_absolute(root)
 		root != "/"
 	}
 }
