@@ -1,6 +1,7 @@
 package sandgate.admission_test
 
 import data.sandgate.admission
+import future.keywords.not
 
 # --- fixtures --------------------------------------------------------------------------
 # One valid input: a strict sandbox without network on node w1, with the job exactly as the

@@ -1,5 +1,7 @@
 package sandgate.admission_test
 
+import future.keywords.not
+
 # B1 ----------------------------------------------------------------------------------------
 
 test_b1_sandbox_count_overrun_by_one_denies if {

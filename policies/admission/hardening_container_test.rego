@@ -1,5 +1,7 @@
 package sandgate.admission_test
 
+import future.keywords.not
+
 # H1 ----------------------------------------------------------------------------------------
 
 test_h1_privileged_true_denies if {

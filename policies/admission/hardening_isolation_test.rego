@@ -1,5 +1,7 @@
 package sandgate.admission_test
 
+import future.keywords.not
+
 # H4 ----------------------------------------------------------------------------------------
 
 test_h4_identity_env_true_denies if {

@@ -1,5 +1,7 @@
 package sandgate.admission_test
 
+import future.keywords.not
+
 # H8 ----------------------------------------------------------------------------------------
 
 test_h8_sleep_past_ceiling_denies if {

@@ -1,5 +1,7 @@
 package sandgate.admission_test
 
+import future.keywords.not
+
 # P1 ----------------------------------------------------------------------------------------
 
 test_p1_node_pin_removed_denies if {

@@ -6,6 +6,7 @@
 package sandgate.authz_test
 
 import data.sandgate.authz
+import future.keywords.not
 
 # ---------------------------------------------------------------------------
 # Fixtures

@@ -2,6 +2,8 @@
 # Fixtures live in authz_test.rego.
 package sandgate.authz_test
 
+import future.keywords.not
+
 test_input_create_unknown_profile if {
 	inp := patch(base("POST /v1/sandboxes", "agent"), {"request": {"body": {"profile": "privileged"}}})
 	ids(inp) == {"INPUT"}

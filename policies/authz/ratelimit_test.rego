@@ -2,6 +2,7 @@
 package sandgate.authz_test
 
 import data.sandgate.authz
+import future.keywords.not
 
 test_q1_every_role_with_its_rate_limit_is_allowed if {
 	allowed(base("GET /v1/sandboxes/:id", "session"))

@@ -2,6 +2,7 @@
 package sandgate.authz_test
 
 import data.sandgate.authz
+import future.keywords.not
 
 # ---------------------------------------------------------------------------
 # T2

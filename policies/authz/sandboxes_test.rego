@@ -4,6 +4,7 @@ package sandgate.authz_test
 
 import data.sandgate.authz
 import data.sandgate.lib.paths
+import future.keywords.not
 
 # ---------------------------------------------------------------------------
 # T3: the target

@@ -11,6 +11,7 @@
 package sandgate.hosts
 
 import data.sandgate.lib.nodes
+import future.keywords.not
 
 # METADATA
 # title: Hosts decision

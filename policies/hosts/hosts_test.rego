@@ -1,6 +1,7 @@
 package sandgate.hosts_test
 
 import data.sandgate.hosts
+import future.keywords.not
 
 _node := {
 	"id": "n-1", "name": "worker-1", "status": "ready", "eligibility": "eligible", "drain": false,

@@ -1,5 +1,7 @@
 package sandgate.isolation
 
+import future.keywords.not
+
 # The network and the firewall: I2 (one bridge network, one chain that drops, the DOCKER-USER
 # jump and the INPUT rule) and I3 (tagged rules, nothing else touched). See isolation.rego
 # for the decision, the helpers and INPUT.

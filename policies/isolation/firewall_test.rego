@@ -1,5 +1,7 @@
 package sandgate.isolation_test
 
+import future.keywords.not
+
 # Fixtures and helpers (plan, rules, ids, msgs, allowed, ...) are in isolation_test.rego.
 
 # --- I2 --------------------------------------------------------------------------------

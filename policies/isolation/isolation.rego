@@ -14,6 +14,8 @@
 # scope: package
 package sandgate.isolation
 
+import future.keywords.not
+
 # METADATA
 # title: Isolation decision
 # description: >-

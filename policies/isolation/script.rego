@@ -1,5 +1,7 @@
 package sandgate.isolation
 
+import future.keywords.not
+
 # The script itself: I1 (modes, idempotent apply, exact remove) and I4 (refusal on a
 # control plane). See isolation.rego for the decision, the helpers and INPUT.
 

@@ -1,6 +1,7 @@
 package sandgate.isolation_test
 
 import data.sandgate.isolation
+import future.keywords.not
 
 # Fixtures and helpers (plan, rules, ids, msgs, allowed, ...) are in isolation_test.rego.
 

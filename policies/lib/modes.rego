@@ -14,6 +14,8 @@
 # enforcement names an unknown rule or mode, or sets INPUT or T1.
 package sandgate.lib.modes
 
+import future.keywords.not
+
 # Rules that are deny whatever the data says.
 always_deny := {"INPUT", "T1"}
 

@@ -1,6 +1,7 @@
 package sandgate.lib.modes_test
 
 import data.sandgate.lib.modes
+import future.keywords.not
 
 vs := {
 	{"rule": "E3", "msg": "logs: stream must be stdout or stderr"},

@@ -9,6 +9,8 @@
 # scope: package
 package sandgate.lib.nodes
 
+import future.keywords.not
+
 # control_plane_reasons(node) is one message per control-plane indicator the node
 # shows; empty only when none does. The indicators, each configurable in policy data
 # (placement.control_plane):

@@ -1,6 +1,7 @@
 package sandgate.lib.nodes_test
 
 import data.sandgate.lib.nodes
+import future.keywords.not
 
 _worker := {"name": "w1", "control_plane": false, "meta": {}, "attributes": {"unique.hostname": "w1.local"}}
 

@@ -1,6 +1,7 @@
 package sandgate.lib.paths_test
 
 import data.sandgate.lib.paths
+import future.keywords.not
 
 test_normalised_absolute_paths if {
 	every p in ["/", "/workspace", "/workspace/a/b", "/workspace/.hidden", "/workspace/...", "/a b"] {

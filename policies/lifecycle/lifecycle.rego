@@ -13,6 +13,8 @@
 # scope: package
 package sandgate.lifecycle
 
+import future.keywords.not
+
 # METADATA
 # title: Lifecycle decision
 # description: >-

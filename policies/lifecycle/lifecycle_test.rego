@@ -1,6 +1,7 @@
 package sandgate.lifecycle_test
 
 import data.sandgate.lifecycle
+import future.keywords.not
 
 # --- fixtures --------------------------------------------------------------------------
 

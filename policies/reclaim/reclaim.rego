@@ -16,6 +16,8 @@
 # scope: package
 package sandgate.reclaim
 
+import future.keywords.not
+
 # METADATA
 # title: Reclaim decision
 # description: >-

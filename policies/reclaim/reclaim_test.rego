@@ -1,6 +1,7 @@
 package sandgate.reclaim_test
 
 import data.sandgate.reclaim
+import future.keywords.not
 
 _base := {
 	"now": 1764410000, "live_sandboxes": 2,
