@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"testing"
 
-	"sandgate/gateway"
 	"sandgate/gateway/gatewaytest"
+	"sandgate/jobspec"
 	"sandgate/nomad"
 	"sandgate/store"
 )
@@ -43,7 +43,7 @@ func BenchmarkGatewayCreateDestroy(b *testing.B) {
 		nc := h.nomadClient()
 		st := h.engine.Settings()
 		for b.Loop() {
-			_, job, _, err := gateway.RenderJob(st, gateway.SpecRequest{Node: "worker-1"}, h.now())
+			_, job, _, err := jobspec.Render(st, jobspec.Request{Node: "worker-1"}, h.now())
 			if err != nil {
 				b.Fatal(err)
 			}

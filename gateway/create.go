@@ -13,6 +13,7 @@ import (
 
 	"sandgate/gateway/testhook"
 	"sandgate/gateway/token"
+	"sandgate/jobspec"
 	"sandgate/nomad"
 	"sandgate/policies"
 	"sandgate/render"
@@ -176,7 +177,7 @@ func (s *Server) reserveOn(c echo.Context, cl *caller, plan createPlan, cand can
 	ctx := c.Request().Context()
 	var admitted policies.Decision
 	body, st, cpu, mem, now := plan.body, plan.settings, plan.cpu, plan.mem, plan.now
-	spec, job, jobJSON, err := RenderJob(st, SpecRequest{
+	spec, job, jobJSON, err := jobspec.Render(st, jobspec.Request{
 		Node: cand.node.Name, Arch: cand.node.Attributes["cpu.arch"],
 		Profile: deref(body.Profile, ""), Network: deref(body.Network, ""),
 		TTL:    time.Duration(deref(body.TTLSeconds, 0)) * time.Second,
@@ -230,13 +231,13 @@ func (s *Server) reserveOn(c echo.Context, cl *caller, plan createPlan, cand can
 	err = s.cfg.Store.Reserve(ctx, rec, func(f store.ReserveFacts) error {
 		node := NodeFacts(cand.node, cand.controlPlane, f.NodeInfo, &usage)
 		node.Capacity = capacity
-		in := AdmissionInput(spec, jobJSON, node, policies.Budget{
+		in := jobspec.AdmissionInput(spec, jobJSON, node, policies.Budget{
 			Limits: budgetLimits(f.NodeInfo, def, room(capacity)),
 			Used:   policies.BudgetUse{Sandboxes: f.Node.Sandboxes, CPUMHz: f.Node.CPUMHz, MemoryMB: f.Node.MemoryMB},
 		}, policies.PrincipalFacts{
 			Sub: cl.claims.Subject, Role: string(cl.claims.Role),
 			LiveSandboxes: f.Principal.Sandboxes, MaxLiveSandboxes: quota,
-		}, NomadMounts(st))
+		}, jobspec.NomadMounts(st))
 		v, err := in.Value()
 		if err != nil {
 			return fmt.Errorf("admission input: %w", err)

@@ -25,6 +25,7 @@ import (
 	"sandgate/gateway"
 	"sandgate/gateway/gatewaytest"
 	"sandgate/gateway/token"
+	"sandgate/jobspec"
 	"sandgate/nomad"
 	"sandgate/nomad/nomadsim"
 	"sandgate/policies"
@@ -206,7 +207,7 @@ var historyNodes = []store.Node{
 }
 
 // historyRecord is the i-th of n records, as the create handler makes it
-// (its job rendered by gateway.RenderJob), and whether it ends. The oldest
+// (its job rendered by jobspec.Render), and whether it ends. The oldest
 // nine tenths are ended: created 5 s apart from an hour before
 // historyNow backwards (100,000 records: 5.2 days), each ended 20 minutes
 // after its create. The newest tenth is live, created over the last 50
@@ -222,7 +223,7 @@ func historyRecord(st policies.Settings, i, n int) (store.Sandbox, bool, error) 
 		created = historyNow.Add(-50 * time.Minute * time.Duration(n-i) / time.Duration(live)).Truncate(time.Second)
 	}
 	node := historyNodes[(i/10)%len(historyNodes)].Name
-	spec, _, jobJSON, err := gateway.RenderJob(st, gateway.SpecRequest{Node: node}, created)
+	spec, _, jobJSON, err := jobspec.Render(st, jobspec.Request{Node: node}, created)
 	if err != nil {
 		return store.Sandbox{}, false, fmt.Errorf("render record %d: %w", i, err)
 	}
@@ -235,7 +236,7 @@ func historyRecord(st policies.Settings, i, n int) (store.Sandbox, bool, error) 
 		},
 		State: store.StateStarting, CreatedAt: created, UpdatedAt: created,
 		ExpiresAt: created.Add(spec.TTL), CeilingAt: spec.CeilingAt(),
-		TokenDigest: token.Digest("session-" + spec.ID), TokenJTI: gateway.NewSandboxID(), Spec: jobJSON,
+		TokenDigest: token.Digest("session-" + spec.ID), TokenJTI: jobspec.NewSandboxID(), Spec: jobJSON,
 	}
 	return rec, ended, nil
 }
@@ -381,7 +382,7 @@ func newCreateDecision(b *testing.B, h *harness) func() {
 		b.Fatal(err)
 	}
 	now := h.clock.Now()
-	spec, _, jobJSON, err := gateway.RenderJob(st, gateway.SpecRequest{Node: node.Name}, now)
+	spec, _, jobJSON, err := jobspec.Render(st, jobspec.Request{Node: node.Name}, now)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -416,11 +417,11 @@ func newCreateDecision(b *testing.B, h *harness) func() {
 			nf := gateway.NodeFacts(node, false, f.NodeInfo, &usage)
 			// Nomad's room as large as the budget: B1's budget decides.
 			nf.Capacity = &policies.NodeCapacity{Allocatable: policies.Resources{CPUMHz: lim.CPUMHz, MemoryMB: lim.MemoryMB}}
-			in := gateway.AdmissionInput(spec, jobJSON, nf, policies.Budget{
+			in := jobspec.AdmissionInput(spec, jobJSON, nf, policies.Budget{
 				Limits: lim,
 				Used:   policies.BudgetUse{Sandboxes: f.Node.Sandboxes, CPUMHz: f.Node.CPUMHz, MemoryMB: f.Node.MemoryMB},
 			}, policies.PrincipalFacts{Sub: claims.Subject, Role: string(claims.Role), LiveSandboxes: f.Principal.Sandboxes},
-				gateway.NomadMounts(st))
+				jobspec.NomadMounts(st))
 			v, err := in.Value()
 			if err != nil {
 				return err

@@ -59,3 +59,44 @@ func TestLeafPackagesImportNoSibling(t *testing.T) {
 		}
 	}
 }
+
+// jobspec is where policy data becomes a sandbox spec, a Nomad job and the
+// admission input; the gateway, the CLI and the escape audit share it, so
+// it imports no HTTP code and no store: of the standard library not
+// net/http, and besides it only policies, render and Nomad's api module.
+// Nothing it links reaches the gateway, the store or Echo. The escape
+// audit builds its inputs with jobspec, never through the gateway.
+func TestJobSpecImportsNoHTTPCode(t *testing.T) {
+	t.Parallel()
+	denied := func(imp string) bool {
+		return imp == "net/http" || strings.HasPrefix(imp, "net/http/") ||
+			strings.HasPrefix(imp, "github.com/labstack/echo") ||
+			imp == "sandgate/gateway" || strings.HasPrefix(imp, "sandgate/gateway/") ||
+			imp == "sandgate/store" || strings.HasPrefix(imp, "sandgate/store/")
+	}
+	for _, imp := range goList(t, "{{join .Imports \"\\n\"}}", "sandgate/jobspec") {
+		std := !strings.Contains(imp, ".") && imp != "sandgate" && !strings.HasPrefix(imp, "sandgate/")
+		allowed := imp == "sandgate/policies" || imp == "sandgate/render" || strings.HasPrefix(imp, "sandgate/render/") ||
+			imp == "github.com/hashicorp/nomad/api"
+		if denied(imp) || (!std && !allowed) {
+			t.Errorf("sandgate/jobspec imports %s", imp)
+		}
+	}
+	for _, pkg := range []string{"sandgate/jobspec", "sandgate/gateway/escape"} {
+		for _, dep := range goList(t, "{{join .Deps \"\\n\"}}", pkg) {
+			if dep != pkg && denied(dep) && !strings.HasPrefix(dep, "net/http") {
+				t.Errorf("%s links %s", pkg, dep)
+			}
+		}
+	}
+}
+
+// goList is `go list -f format pkg`, one field per line.
+func goList(t *testing.T, format, pkg string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-f", format, pkg).CombinedOutput() //nolint:gosec // format and pkg are literals of the tests
+	if err != nil {
+		t.Fatalf("go list %s: %v\n%s", pkg, err, out)
+	}
+	return strings.Fields(string(out))
+}

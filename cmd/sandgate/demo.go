@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"sandgate/gateway"
+	"sandgate/jobspec"
 	"sandgate/policies"
 )
 
@@ -85,7 +85,7 @@ func demoCase(cmd *cobra.Command, out io.Writer, engine *policies.Engine, s poli
 			return err
 		}
 	}
-	in := gateway.AdmissionInput(spec, jobJSON, gateway.WorkerFacts(req.Node, spec.Arch, enrollment, s), policies.Budget{Limits: s.NodeBudgetDefault}, policies.PrincipalFacts{Sub: "demo", Role: "operator"}, gateway.NomadMounts(s))
+	in := jobspec.AdmissionInput(spec, jobJSON, jobspec.WorkerFacts(req.Node, spec.Arch, enrollment, s), policies.Budget{Limits: s.NodeBudgetDefault}, policies.PrincipalFacts{Sub: "demo", Role: "operator"}, jobspec.NomadMounts(s))
 	v, err := in.Value()
 	if err != nil {
 		return err

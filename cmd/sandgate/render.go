@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"sandgate/gateway"
+	"sandgate/jobspec"
 	"sandgate/nomad"
 	"sandgate/policies"
 	"sandgate/store"
@@ -78,7 +79,7 @@ unless --enrollment says otherwise.`,
 					enrollment = "sandbox+egress"
 				}
 			}
-			node := gateway.WorkerFacts(req.Node, spec.Arch, enrollment, s)
+			node := jobspec.WorkerFacts(req.Node, spec.Arch, enrollment, s)
 			if live != nil {
 				node = live.facts(enrollment)
 			}
@@ -87,7 +88,7 @@ unless --enrollment says otherwise.`,
 			if err != nil {
 				return err
 			}
-			in := gateway.AdmissionInput(spec, jobJSON, node, budget, who, gateway.NomadMounts(s))
+			in := jobspec.AdmissionInput(spec, jobJSON, node, budget, who, jobspec.NomadMounts(s))
 			doc, err := json.Marshal(in)
 			if err != nil {
 				return err

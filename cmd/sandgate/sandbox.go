@@ -9,20 +9,20 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"sandgate/gateway"
 	"sandgate/gateway/client"
+	"sandgate/jobspec"
 	"sandgate/policies"
 	"sandgate/render"
 )
 
 // sandboxRequest is what a caller asks for; zero fields take the policy
 // data's defaults.
-type sandboxRequest = gateway.SpecRequest
+type sandboxRequest = jobspec.Request
 
 // renderSandbox fills the spec of req with the bundle's defaults, renders
 // it, and returns the spec and the job as the JSON that is submitted.
 func renderSandbox(s policies.Settings, req sandboxRequest, now time.Time) (render.SandboxSpec, []byte, error) {
-	spec, _, jobJSON, err := gateway.RenderJob(s, req, now)
+	spec, _, jobJSON, err := jobspec.Render(s, req, now)
 	return spec, jobJSON, err
 }
 

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"sandgate/gateway"
+	"sandgate/jobspec"
 	"sandgate/policies"
 	"sandgate/render"
 )
@@ -51,7 +51,7 @@ func BaseSpec(s policies.Settings, profile render.Profile, network render.Networ
 // BaseAdmission is the admission input of the rendered base job, as a
 // document: what the shipped bundle admits.
 func BaseAdmission(s policies.Settings, profile render.Profile, network render.Network) (doc, error) {
-	r, err := render.New(gateway.RenderConfig(s))
+	r, err := render.New(jobspec.RenderConfig(s))
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +87,7 @@ func BaseAdmission(s policies.Settings, profile render.Profile, network render.N
 		Used:   policies.BudgetUse{Sandboxes: 3, CPUMHz: 1500, MemoryMB: 1536},
 	}
 	principal := policies.PrincipalFacts{Sub: "ci", Role: "agent", LiveSandboxes: 1}
-	in := gateway.AdmissionInput(spec, jobJSON, node, budget, principal, gateway.NomadMounts(s))
+	in := jobspec.AdmissionInput(spec, jobJSON, node, budget, principal, jobspec.NomadMounts(s))
 	b, err := json.Marshal(in)
 	if err != nil {
 		return nil, err

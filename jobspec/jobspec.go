@@ -1,4 +1,4 @@
-package gateway
+package jobspec
 
 import (
 	"crypto/rand"
@@ -34,9 +34,9 @@ func RenderConfig(s policies.Settings) render.Config {
 	return cfg
 }
 
-// SpecRequest is what a caller asks for; zero fields take the policy data's
+// Request is what a caller asks for; zero fields take the policy data's
 // defaults.
-type SpecRequest struct {
+type Request struct {
 	ID       string
 	Node     string
 	Arch     string
@@ -51,9 +51,9 @@ type SpecRequest struct {
 	Namespace string
 }
 
-// NewSpec fills a render spec from a request and the bundle's defaults. It
+// New fills a render spec from a request and the bundle's defaults. It
 // fails only when the policy data itself is unusable.
-func NewSpec(s policies.Settings, req SpecRequest, now time.Time) (render.SandboxSpec, error) {
+func New(s policies.Settings, req Request, now time.Time) (render.SandboxSpec, error) {
 	or := func(v, def string) string {
 		if v == "" {
 			return def
@@ -191,12 +191,12 @@ func AdmissionInput(spec render.SandboxSpec, jobJSON []byte, node policies.NodeF
 	}
 }
 
-// RenderJob fills the spec of req with the bundle's defaults and renders it.
+// Render fills the spec of req with the bundle's defaults and renders it.
 // It returns the spec, the job and the job as the JSON that is submitted
 // (and that admission judges). Errors from the renderer are
 // *render.FieldError values naming the field.
-func RenderJob(s policies.Settings, req SpecRequest, now time.Time) (render.SandboxSpec, *api.Job, []byte, error) {
-	spec, err := NewSpec(s, req, now)
+func Render(s policies.Settings, req Request, now time.Time) (render.SandboxSpec, *api.Job, []byte, error) {
+	spec, err := New(s, req, now)
 	if err != nil {
 		return spec, nil, nil, err
 	}
