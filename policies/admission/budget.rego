@@ -1,6 +1,7 @@
 package sandgate.admission
 
 import data.sandgate.config as cfg
+import data.sandgate.lib.numbers
 import future.keywords.not
 
 # Budgets and priority: B1 (per-node budget), B2 (per-sandbox size), B3 (per-agent quota),
@@ -35,34 +36,12 @@ _budget_value(section, k) := v if {
 #   severity: medium
 violations contains {"rule": "B1", "msg": msg} if some msg in _b1
 
-_b1 contains sprintf("budget.limits.max_sandboxes %v must be a non-negative number", [_budget_value("limits", "max_sandboxes")]) if not {
-	is_number(input.budget.limits.max_sandboxes)
-	input.budget.limits.max_sandboxes >= 0
-}
-
-_b1 contains sprintf("budget.limits.cpu_mhz %v must be a non-negative number", [_budget_value("limits", "cpu_mhz")]) if not {
-	is_number(input.budget.limits.cpu_mhz)
-	input.budget.limits.cpu_mhz >= 0
-}
-
-_b1 contains sprintf("budget.limits.memory_mb %v must be a non-negative number", [_budget_value("limits", "memory_mb")]) if not {
-	is_number(input.budget.limits.memory_mb)
-	input.budget.limits.memory_mb >= 0
-}
-
-_b1 contains sprintf("budget.used.sandboxes %v must be a non-negative number", [_budget_value("used", "sandboxes")]) if not {
-	is_number(input.budget.used.sandboxes)
-	input.budget.used.sandboxes >= 0
-}
-
-_b1 contains sprintf("budget.used.cpu_mhz %v must be a non-negative number", [_budget_value("used", "cpu_mhz")]) if not {
-	is_number(input.budget.used.cpu_mhz)
-	input.budget.used.cpu_mhz >= 0
-}
-
-_b1 contains sprintf("budget.used.memory_mb %v must be a non-negative number", [_budget_value("used", "memory_mb")]) if not {
-	is_number(input.budget.used.memory_mb)
-	input.budget.used.memory_mb >= 0
+_b1 contains sprintf("budget.%s.%s %v must be a non-negative number", [group, k, _budget_value(group, k)]) if {
+	some [group, k] in [
+		["limits", "max_sandboxes"], ["limits", "cpu_mhz"], ["limits", "memory_mb"],
+		["used", "sandboxes"], ["used", "cpu_mhz"], ["used", "memory_mb"],
+	]
+	not numbers.at_least(input.budget[group][k], 0)
 }
 
 # What is in use plus this sandbox fits under each limit. Each fit reads numbers only: a
@@ -106,11 +85,7 @@ _b1 contains sprintf("node.capacity.%s.%s %v must be a non-negative number", [gr
 	not _capacity_figure_ok(group, k)
 }
 
-_capacity_figure_ok(group, k) if {
-	x := input.node.capacity[group][k]
-	is_number(x)
-	x >= 0
-}
+_capacity_figure_ok(group, k) if numbers.at_least(input.node.capacity[group][k], 0)
 
 _capacity_value(group, k) := v if {
 	v := input.node.capacity[group][k]

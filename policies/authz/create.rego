@@ -4,6 +4,7 @@
 # rendered job again (sandgate.admission).
 package sandgate.authz
 
+import data.sandgate.lib.numbers
 import future.keywords.not
 
 # METADATA
@@ -75,12 +76,7 @@ violations contains {"rule": "L2", "msg": sprintf("create: ttl_seconds must be a
 	input.request.route == "/v1/sandboxes"
 	n := input.request.body.ttl_seconds
 	n != null
-	not {
-		is_number(n)
-		floor(n) == n
-		n >= data.sandgate.config.lifetime.min_ttl_seconds
-		n <= data.sandgate.config.lifetime.ceiling_seconds
-	}
+	not numbers.int_in(n, data.sandgate.config.lifetime.min_ttl_seconds, data.sandgate.config.lifetime.ceiling_seconds)
 }
 
 # METADATA
@@ -97,12 +93,7 @@ violations contains {"rule": "B2", "msg": sprintf("create: cpu_mhz must be an in
 	input.request.route == "/v1/sandboxes"
 	n := input.request.body.cpu_mhz
 	n != null
-	not {
-		is_number(n)
-		floor(n) == n
-		n >= data.sandgate.config.sandbox.min_cpu_mhz
-		n <= data.sandgate.config.sandbox.max_cpu_mhz
-	}
+	not numbers.int_in(n, data.sandgate.config.sandbox.min_cpu_mhz, data.sandgate.config.sandbox.max_cpu_mhz)
 }
 
 # METADATA
@@ -119,12 +110,7 @@ violations contains {"rule": "B2", "msg": sprintf("create: memory_mb must be an 
 	input.request.route == "/v1/sandboxes"
 	n := input.request.body.memory_mb
 	n != null
-	not {
-		is_number(n)
-		floor(n) == n
-		n >= data.sandgate.config.sandbox.min_memory_mb
-		n <= data.sandgate.config.sandbox.max_memory_mb
-	}
+	not numbers.int_in(n, data.sandgate.config.sandbox.min_memory_mb, data.sandgate.config.sandbox.max_memory_mb)
 }
 
 # METADATA

@@ -12,6 +12,7 @@
 # F1 allowed.
 package sandgate.authz
 
+import data.sandgate.lib.numbers
 import data.sandgate.lib.paths
 import future.keywords.not
 import future.keywords.or
@@ -123,13 +124,7 @@ violations contains {"rule": "F1", "msg": sprintf("files: %v %v would replace or
 violations contains {"rule": "F2", "msg": sprintf("files: a write must state its size, at most %v bytes", [object.get(_files_cfg, "max_write_bytes", "unset")])} if {
 	input.request.method == "PUT"
 	input.request.route == _files_route
-	not {
-		n := input.request.file.bytes
-		is_number(n)
-		floor(n) == n
-		n >= 0
-		n <= data.sandgate.config.files.max_write_bytes
-	}
+	not numbers.int_in(input.request.file.bytes, 0, data.sandgate.config.files.max_write_bytes)
 }
 
 # METADATA
@@ -148,9 +143,7 @@ violations contains {"rule": "F2", "msg": sprintf("files: mode must use only the
 	m := input.request.file.mode
 	m != null
 	not {
-		is_number(m)
-		floor(m) == m
-		m >= 0
+		numbers.int_at_least(m, 0)
 		bits.and(m, data.sandgate.config.files.allowed_mode_bits) == m
 	}
 }
@@ -182,9 +175,4 @@ violations contains {"rule": "F2", "msg": sprintf("files: offset must be a non-n
 
 _whole_or_null(n, _, _) if n == null
 
-_whole_or_null(n, lo, hi) if {
-	is_number(n)
-	floor(n) == n
-	n >= lo
-	n <= hi
-}
+_whole_or_null(n, lo, hi) if numbers.int_in(n, lo, hi)

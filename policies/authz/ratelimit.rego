@@ -11,6 +11,7 @@
 # without them at load.
 package sandgate.authz
 
+import data.sandgate.lib.numbers
 import future.keywords.not
 
 # METADATA
@@ -30,8 +31,6 @@ violations contains {"rule": "Q1", "msg": concat("", ["policy data gives role ",
 		limit := data.sandgate.config.rate_limits[input.token.role]
 		is_number(limit.requests_per_second)
 		limit.requests_per_second > 0
-		is_number(limit.burst)
-		limit.burst >= 1
-		floor(limit.burst) == limit.burst
+		numbers.int_at_least(limit.burst, 1)
 	}
 }

@@ -9,6 +9,7 @@
 # read inside the negated check.
 package sandgate.authz
 
+import data.sandgate.lib.numbers
 import data.sandgate.lib.paths
 import future.keywords.not
 import future.keywords.or
@@ -236,12 +237,7 @@ violations contains {"rule": "E1", "msg": "exec: env_bytes must be a non-negativ
 	input.request.route == "/v1/sandboxes/:id/exec"
 	n := input.request.body.env_bytes
 	n != null
-	not {
-		is_number(n)
-		floor(n) == n
-		n >= 0
-		n <= 1e18
-	}
+	not numbers.int_in(n, 0, 1e18)
 }
 
 # METADATA
@@ -358,12 +354,7 @@ violations contains {"rule": "E1", "msg": sprintf("exec: stdin_bytes must be an 
 	input.request.route == "/v1/sandboxes/:id/exec"
 	n := input.request.body.stdin_bytes
 	n != null
-	not {
-		is_number(n)
-		floor(n) == n
-		n >= 0
-		n <= data.sandgate.config.exec.max_stdin_bytes
-	}
+	not numbers.int_in(n, 0, data.sandgate.config.exec.max_stdin_bytes)
 }
 
 # METADATA
@@ -380,12 +371,7 @@ violations contains {"rule": "E2", "msg": sprintf("exec: timeout_seconds must be
 	input.request.route == "/v1/sandboxes/:id/exec"
 	n := input.request.body.timeout_seconds
 	n != null
-	not {
-		is_number(n)
-		floor(n) == n
-		n >= 1
-		n <= data.sandgate.config.exec.max_timeout_seconds
-	}
+	not numbers.int_in(n, 1, data.sandgate.config.exec.max_timeout_seconds)
 }
 
 # METADATA
@@ -402,12 +388,7 @@ violations contains {"rule": "E2", "msg": sprintf("exec: env_count must be an in
 	input.request.route == "/v1/sandboxes/:id/exec"
 	n := input.request.body.env_count
 	n != null
-	not {
-		is_number(n)
-		floor(n) == n
-		n >= 0
-		n <= data.sandgate.config.exec.max_env
-	}
+	not numbers.int_in(n, 0, data.sandgate.config.exec.max_env)
 }
 
 # METADATA
@@ -425,12 +406,7 @@ violations contains {"rule": "E2", "msg": sprintf("exec: max_output_bytes must b
 	input.request.route == "/v1/sandboxes/:id/exec"
 	n := input.request.body.max_output_bytes
 	n != null
-	not {
-		is_number(n)
-		floor(n) == n
-		n >= 1
-		n <= data.sandgate.config.exec.max_output_bytes
-	}
+	not numbers.int_in(n, 1, data.sandgate.config.exec.max_output_bytes)
 }
 
 # METADATA
@@ -516,12 +492,7 @@ violations contains {"rule": "E3", "msg": sprintf("logs: tail_bytes must be an i
 	input.request.route == "/v1/sandboxes/:id/logs"
 	n := input.request.query.tail_bytes
 	n != null
-	not {
-		is_number(n)
-		floor(n) == n
-		n >= 1
-		n <= data.sandgate.config.exec.max_logs_tail_bytes
-	}
+	not numbers.int_in(n, 1, data.sandgate.config.exec.max_logs_tail_bytes)
 }
 
 # ---------------------------------------------------------------------------
@@ -556,12 +527,7 @@ violations contains {"rule": "L2", "msg": sprintf("extend: ttl_seconds must be a
 	input.request.route == "/v1/sandboxes/:id/extend"
 	n := input.request.body.ttl_seconds
 	n != null
-	not {
-		is_number(n)
-		floor(n) == n
-		n >= data.sandgate.config.lifetime.min_ttl_seconds
-		n <= data.sandgate.config.lifetime.ceiling_seconds
-	}
+	not numbers.int_in(n, data.sandgate.config.lifetime.min_ttl_seconds, data.sandgate.config.lifetime.ceiling_seconds)
 }
 
 # METADATA

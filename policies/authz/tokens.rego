@@ -3,6 +3,7 @@
 # agent token). T2 (what a token may call) is in routes.rego.
 package sandgate.authz
 
+import data.sandgate.lib.numbers
 import future.keywords.not
 
 # ---------------------------------------------------------------------------
@@ -111,13 +112,7 @@ violations contains {"rule": "T4", "msg": sprintf("mint: role %v is not one of %
 violations contains {"rule": "T4", "msg": sprintf("mint: ttl_seconds must be an integer in [%v, %v]", [object.get(data.sandgate.config, ["tokens", "min_ttl_seconds"], "unset"), object.get(data.sandgate.config, ["tokens", "max_ttl_seconds"], "unset")])} if {
 	input.request.method == "POST"
 	input.request.route == "/v1/tokens"
-	not {
-		ttl := input.request.body.ttl_seconds
-		is_number(ttl)
-		floor(ttl) == ttl
-		ttl >= data.sandgate.config.tokens.min_ttl_seconds
-		ttl <= data.sandgate.config.tokens.max_ttl_seconds
-	}
+	not numbers.int_in(input.request.body.ttl_seconds, data.sandgate.config.tokens.min_ttl_seconds, data.sandgate.config.tokens.max_ttl_seconds)
 }
 
 # METADATA
@@ -196,11 +191,5 @@ violations contains {"rule": "B3", "msg": sprintf("mint: quota.max_live_sandboxe
 	input.request.method == "POST"
 	input.request.route == "/v1/tokens"
 	input.request.body.quota != null
-	not {
-		max := input.request.body.quota.max_live_sandboxes
-		is_number(max)
-		floor(max) == max
-		max >= 1
-		max <= data.sandgate.config.agent_quota.max_live_sandboxes
-	}
+	not numbers.int_in(input.request.body.quota.max_live_sandboxes, 1, data.sandgate.config.agent_quota.max_live_sandboxes)
 }

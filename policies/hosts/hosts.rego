@@ -11,6 +11,7 @@
 package sandgate.hosts
 
 import data.sandgate.lib.nodes
+import data.sandgate.lib.numbers
 import future.keywords.not
 
 # METADATA
@@ -94,11 +95,7 @@ _node_ok if {
 	_node.name != ""
 }
 
-_live_ok if {
-	is_number(_live)
-	floor(_live) == _live
-	_live >= 0
-}
+_live_ok if numbers.int_at_least(_live, 0)
 
 _state_ok if _request.state in _cfg.hosts.states
 
@@ -206,17 +203,9 @@ _b1 contains sprintf("node.capacity.%s.%s %v must be a non-negative number: an e
 	not _capacity_figure_ok(group, k)
 }
 
-_capacity_figure_ok(group, k) if {
-	x := _node.capacity[group][k]
-	is_number(x)
-	x >= 0
-}
+_capacity_figure_ok(group, k) if numbers.at_least(_node.capacity[group][k], 0)
 
-_positive_int(x) if {
-	is_number(x)
-	floor(x) == x
-	x >= 1
-}
+_positive_int(x) if numbers.int_at_least(x, 1)
 
 # METADATA
 # title: A node budget is sane and fits the node

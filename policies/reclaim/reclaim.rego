@@ -16,6 +16,7 @@
 # scope: package
 package sandgate.reclaim
 
+import data.sandgate.lib.numbers
 import future.keywords.not
 
 # METADATA
@@ -72,10 +73,7 @@ _now_ok if is_number(input.now)
 _sandbox_ok if {
 	is_string(_sandbox.id)
 	_sandbox.id != ""
-	x := _sandbox.task_dir_bytes
-	is_number(x)
-	floor(x) == x
-	x >= 0
+	numbers.int_at_least(_sandbox.task_dir_bytes, 0)
 	is_boolean(_sandbox.walk_complete)
 }
 
@@ -90,12 +88,7 @@ _node_ok if {
 	_node.name != ""
 }
 
-_live_ok if {
-	x := input.live_sandboxes
-	is_number(x)
-	floor(x) == x
-	x >= 0
-}
+_live_ok if numbers.int_at_least(input.live_sandboxes, 0)
 
 _state_facts_ok if {
 	is_boolean(_node.drain)
