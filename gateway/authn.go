@@ -115,12 +115,12 @@ func (s *Server) bearerClaims(r *http.Request) (token.Claims, string, error) {
 func (s *Server) tokenActive(c echo.Context, claims token.Claims, raw string) (bool, error) {
 	active, rec, t, err := s.activeToken(c.Request().Context(), claims, raw)
 	if rec != nil {
-		c.Set(ctxRecord, rec) // authorize reuses it when the route targets this sandbox
+		setRecord(c, rec) // authorize reuses it when the route targets this sandbox
 	}
 	if !active || err != nil || t == nil {
 		return active, err
 	}
-	c.Set(ctxToken, t) // create reads the agent's quota from it (B3)
+	setCallerToken(c, t) // create reads the agent's quota from it (B3)
 	return true, nil
 }
 

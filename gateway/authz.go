@@ -17,14 +17,6 @@ import (
 	"sandgate/store"
 )
 
-const (
-	ctxBody     = "sandgate.body"
-	ctxRecord   = "sandgate.record"
-	ctxDecision = "sandgate.decision"
-	// ctxToken holds the caller's token record (operator and agent tokens).
-	ctxToken = "sandgate.token"
-)
-
 // authorize decodes the route's body, loads the sandbox the route targets,
 // and asks data.sandgate.authz.decision. Only an allow reaches the handler.
 func (s *Server) authorize(newBody func() requestBody) echo.MiddlewareFunc {
@@ -54,10 +46,9 @@ func (s *Server) authorize(newBody func() requestBody) echo.MiddlewareFunc {
 				if err := body.check(s); err != nil {
 					return err
 				}
-				c.Set(ctxBody, body)
+				setBody(c, body)
 			}
-			c.Set(ctxRecord, rec) // the target, or nil: never another sandbox's record
-			c.Set(ctxDecision, d)
+			setRecord(c, rec) // the target, or nil: never another sandbox's record
 			return next(c)
 		}
 	}
@@ -104,7 +95,7 @@ func (s *Server) authzInput(c echo.Context, tok *policies.TokenFacts, newBody fu
 		in.Request.Query, in.Request.File = fq.policyQuery(), fq.policyFile()
 	}
 	var rec *store.Sandbox
-	if cached, _ := c.Get(ctxRecord).(*store.Sandbox); cached != nil && cached.ID == c.Param("id") {
+	if cached := cachedRecord(c); cached != nil && cached.ID == c.Param("id") {
 		rec = cached // read by authenticate in this request
 		in.Sandbox = policyRecord(*rec)
 	} else if id := c.Param("id"); id != "" {

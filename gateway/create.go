@@ -28,7 +28,7 @@ func (s *Server) createSandbox(c echo.Context) error {
 	testhook.Pause(testhook.CreateAuthorized)
 	ctx := c.Request().Context()
 	cl := callerOf(c)
-	body, _ := c.Get(ctxBody).(*createRequest)
+	body := bodyOf[*createRequest](c)
 	if body == nil {
 		body = &createRequest{}
 	}
@@ -225,7 +225,7 @@ func (s *Server) reserveOn(c echo.Context, cl *caller, plan createPlan, cand can
 	s.inflight.Store(rec.ID, struct{}{})
 	def := st.NodeBudgetDefault
 	var quota int64
-	if t, _ := c.Get(ctxToken).(*store.Token); t != nil {
+	if t := callerToken(c); t != nil {
 		quota = t.MaxLiveSandboxes
 	}
 	err = s.cfg.Store.Reserve(ctx, rec, func(f store.ReserveFacts) error {

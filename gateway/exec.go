@@ -42,7 +42,7 @@ func (s *Server) execSandbox(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body, _ := c.Get(ctxBody).(*execRequest)
+	body := bodyOf[*execRequest](c)
 	if body == nil {
 		return invalid("body", "a JSON object is required")
 	}

@@ -2,9 +2,7 @@ package gateway
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -143,7 +141,7 @@ func (s *Server) execStream(c echo.Context, rec store.Sandbox, cmd execwrap.Comm
 	// The command's tree carries the exec's id, so that a caller who goes
 	// away can have it stopped (Nomad does not stop it when the stream
 	// closes). The policy judged the caller's env; this name is reserved.
-	execID := newExecID()
+	execID := randomHex(12)
 	env := make(map[string]string, len(cmd.Env)+1)
 	maps.Copy(env, cmd.Env)
 	env[execwrap.ExecIDEnv] = execID
@@ -280,13 +278,6 @@ func (s *Server) stopStreamedExec(rec store.Sandbox, execID string) {
 		}
 		s.log.Info("a streaming exec's caller went away: its command was stopped", "sandbox", rec.ID, "exec", execID)
 	}()
-}
-
-// newExecID returns 12 random bytes as hex.
-func newExecID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error
-	return hex.EncodeToString(b[:])
 }
 
 // streamError types the end of an exec stream that brought no exit status.

@@ -329,7 +329,7 @@ func (s *Server) allowHosts(ctx context.Context, in *policies.HostsInput, h host
 
 // enrollHost is PUT /v1/hosts/{node}/enrollment.
 func (s *Server) enrollHost(c echo.Context) error {
-	body, _ := c.Get(ctxBody).(*enrollRequest)
+	body := bodyOf[*enrollRequest](c)
 	if body == nil {
 		body = &enrollRequest{}
 	}
@@ -405,7 +405,7 @@ func (s *Server) hostChanged(c echo.Context, h host, reclaimed []string) error {
 func (s *Server) setHostState(c echo.Context) error {
 	ctx := c.Request().Context()
 	name := c.Param("node")
-	body, _ := c.Get(ctxBody).(*stateRequest)
+	body := bodyOf[*stateRequest](c)
 	if body == nil || body.State == nil {
 		return invalid("state", "is required: active, frozen, reserved or draining")
 	}

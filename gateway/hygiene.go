@@ -36,10 +36,13 @@ var clientRequestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
 // request line and header framing.
 func ServerHeaderLimit(limit int) int { return 2 * limit }
 
-func newRequestID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+// randomHex is n random bytes as hex: request and exec ids (12 bytes) and
+// the decision id of an aggregated rate-limit line (16, the shape of the
+// engine's decision ids).
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never returns an error
+	return hex.EncodeToString(b)
 }
 
 // hygiene runs first on every request, routed or not. It gives the request
@@ -50,7 +53,7 @@ func newRequestID() string {
 // is written, so no handler can weaken it).
 func (s *Server) hygiene(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		id := newRequestID()
+		id := randomHex(12)
 		c.Set(ctxRequestID, id)
 		h := c.Response().Header()
 		h.Set(echo.HeaderXRequestID, id)

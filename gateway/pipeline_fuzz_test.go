@@ -175,7 +175,7 @@ func (p *pipeline) capture(f *testing.F, method, path string) {
 				return c.NoContent(http.StatusOK)
 			}
 			got.reached = true
-			got.body, _ = c.Get(ctxBody).(requestBody)
+			got.body = bodyOf[requestBody](c)
 			got.query, got.qerr = logsQuery(c)
 			got.files, got.ferr = parseFilesQuery(c)
 			return c.NoContent(http.StatusOK)

@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"math"
@@ -281,7 +279,7 @@ func (s *Server) reportLimited(due []limitedWindow) {
 			continue
 		}
 		err := s.cfg.Decisions.Write(audit.Entry{
-			Time: w.until.UTC(), DecisionID: randomID(), Entrypoint: "rate_limit", Revision: w.revision,
+			Time: w.until.UTC(), DecisionID: randomHex(16), Entrypoint: "rate_limit", Revision: w.revision,
 			RuleIDs: []string{"Q1"}, Principal: w.name,
 			Action: fmt.Sprintf("rate_limited count=%d window=%s since=%s", w.count, window, w.since.UTC().Format(time.RFC3339)),
 		})
@@ -338,11 +336,4 @@ func inPrefixes(ip netip.Addr, ps []netip.Prefix) bool {
 		}
 	}
 	return false
-}
-
-// randomID is 16 random bytes as hex, the shape of a decision id.
-func randomID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error
-	return hex.EncodeToString(b[:])
 }

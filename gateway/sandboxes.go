@@ -17,8 +17,8 @@ import (
 
 // recordOf returns the target record the authz middleware loaded.
 func recordOf(c echo.Context) (store.Sandbox, error) {
-	r, ok := c.Get(ctxRecord).(*store.Sandbox)
-	if !ok || r == nil {
+	r := cachedRecord(c)
+	if r == nil {
 		return store.Sandbox{}, notFound(c.Param("id"))
 	}
 	return *r, nil
@@ -173,7 +173,7 @@ func (s *Server) extendSandbox(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body, _ := c.Get(ctxBody).(*extendRequest)
+	body := bodyOf[*extendRequest](c)
 	if body == nil || body.TTLSeconds == nil {
 		return invalid("ttl_seconds", "is required")
 	}

@@ -202,7 +202,7 @@ func MintToken(ctx context.Context, iss *token.Issuer, st store.Store, s policie
 
 // mintToken is POST /v1/tokens.
 func (s *Server) mintToken(c echo.Context) error {
-	body, _ := c.Get(ctxBody).(*mintRequest)
+	body := bodyOf[*mintRequest](c)
 	if body == nil || body.Role == nil || body.TTLSeconds == nil { // the policy refuses these (T4)
 		return invalid("body", "role and ttl_seconds are required")
 	}
