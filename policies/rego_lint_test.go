@@ -18,8 +18,9 @@ var notKeyword = ast.MustParseRef("future.keywords.not")
 // lintModules reports what the bundle's own lint refuses: a rule or
 // function name defined in more than one module of a package (OPA merges
 // them into one rule whose bodies are read as alternatives, so a guard
-// written in one file is moot beside an unguarded body in another), and a
-// module that does not import notKeyword.
+// written in one file is moot beside an unguarded body in another), a
+// module that does not import notKeyword, and a module that names policy
+// data other than as cfg.
 func lintModules(modules map[string]*ast.Module) []string {
 	var problems []string
 	definedIn := map[string]map[string]bool{} // package.rule -> files
@@ -30,6 +31,9 @@ func lintModules(modules map[string]*ast.Module) []string {
 			return ok && r.Equal(notKeyword)
 		}) {
 			problems = append(problems, fmt.Sprintf("%s does not import %s", file, notKeyword))
+		}
+		if !strings.HasSuffix(file, "_test.rego") {
+			problems = append(problems, policyDataNaming(file, m)...)
 		}
 		for _, r := range m.Rules {
 			name := m.Package.Path.String() + "." + r.Head.Ref().String()
@@ -43,6 +47,35 @@ func lintModules(modules map[string]*ast.Module) []string {
 		if files := definedIn[name]; len(files) > 1 && !multiFileRule(name) {
 			problems = append(problems, fmt.Sprintf("%s is defined in %s", strings.TrimPrefix(name, "data."), strings.Join(slices.Sorted(maps.Keys(files)), ", ")))
 		}
+	}
+	return problems
+}
+
+// policyData is the document of policy data; modules read it through one
+// name, `import data.sandgate.config as cfg`.
+var policyData = ast.MustParseRef("data.sandgate.config")
+
+// policyDataNaming reports a module that names policy data another way:
+// data.sandgate.config spelled out in a rule, or imported under another
+// alias. (Tests spell it out in `with` and stay exempt.)
+func policyDataNaming(file string, m *ast.Module) []string {
+	var problems []string
+	for _, imp := range m.Imports {
+		if r, ok := imp.Path.Value.(ast.Ref); ok && r.Equal(policyData) && imp.Alias != "cfg" {
+			problems = append(problems, fmt.Sprintf("%s imports %s as %q, not cfg", file, policyData, imp.Alias))
+		}
+	}
+	spelled := false
+	for _, r := range m.Rules {
+		ast.WalkRefs(r, func(ref ast.Ref) bool {
+			if ref.HasPrefix(policyData) {
+				spelled = true
+			}
+			return spelled
+		})
+	}
+	if spelled {
+		problems = append(problems, fmt.Sprintf("%s spells out %s in a rule: import it as cfg", file, policyData))
 	}
 	return problems
 }
@@ -104,6 +137,12 @@ func TestTheBundleLintCatchesADuplicateAndAMissingNot(t *testing.T) {
 		{"a module with the classic not", "hosts/extra.rego",
 			"package sandgate.hosts\n\n_extra if not is_number(input.x)\n",
 			"hosts/extra.rego does not import future.keywords"},
+		{"a module spelling out policy data", "lifecycle/extra.rego",
+			"package sandgate.lifecycle\n\nimport future.keywords.not\n\n_extra := data.sandgate.config.prefix\n",
+			"lifecycle/extra.rego spells out data.sandgate.config"},
+		{"a module importing policy data under another name", "reclaim/extra.rego",
+			"package sandgate.reclaim\n\nimport data.sandgate.config as conf\nimport future.keywords.not\n\n_extra := conf.prefix\n",
+			"reclaim/extra.rego imports data.sandgate.config as \"conf\""},
 		{"a test module with the classic not", "lib/extra_test.rego",
 			"package sandgate.lib.paths_test\n\ntest_x if not false\n",
 			"lib/extra_test.rego does not import future.keywords"},

@@ -60,6 +60,7 @@
 # or pointer as null); a present optional value of the wrong type is refused.
 package sandgate.authz
 
+import data.sandgate.config as cfg
 import data.sandgate.lib.modes
 import future.keywords.not
 
@@ -135,7 +136,7 @@ violations contains {"rule": "INPUT", "msg": concat("", ["request.", field, " is
 #   id: INPUT
 #   severity: critical
 violations contains {"rule": "INPUT", "msg": _container_msg("token", _role_msg)} if {
-	not data.sandgate.config.roles[input.token.role]
+	not cfg.roles[input.token.role]
 }
 
 _role_msg := "token.role is not a known role" if {

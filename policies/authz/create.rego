@@ -4,6 +4,7 @@
 # rendered job again (sandgate.admission).
 package sandgate.authz
 
+import data.sandgate.config as cfg
 import data.sandgate.lib.numbers
 import future.keywords.not
 
@@ -21,7 +22,7 @@ violations contains {"rule": "INPUT", "msg": "create: profile is not a known pro
 	input.request.route == "/v1/sandboxes"
 	profile := input.request.body.profile
 	profile != null
-	not data.sandgate.config.profiles[profile]
+	not cfg.profiles[profile]
 }
 
 # METADATA
@@ -38,7 +39,7 @@ violations contains {"rule": "INPUT", "msg": "create: network is not a known net
 	input.request.route == "/v1/sandboxes"
 	network := input.request.body.network
 	network != null
-	not data.sandgate.config.networks[network]
+	not cfg.networks[network]
 }
 
 # METADATA
@@ -71,12 +72,12 @@ violations contains {"rule": "INPUT", "msg": "create: node is not a non-empty st
 # custom:
 #   id: L2
 #   severity: medium
-violations contains {"rule": "L2", "msg": sprintf("create: ttl_seconds must be an integer in [%v, %v]", [object.get(data.sandgate.config, ["lifetime", "min_ttl_seconds"], "unset"), object.get(data.sandgate.config, ["lifetime", "ceiling_seconds"], "unset")])} if {
+violations contains {"rule": "L2", "msg": sprintf("create: ttl_seconds must be an integer in [%v, %v]", [object.get(cfg, ["lifetime", "min_ttl_seconds"], "unset"), object.get(cfg, ["lifetime", "ceiling_seconds"], "unset")])} if {
 	input.request.method == "POST"
 	input.request.route == "/v1/sandboxes"
 	n := input.request.body.ttl_seconds
 	n != null
-	not numbers.int_in(n, data.sandgate.config.lifetime.min_ttl_seconds, data.sandgate.config.lifetime.ceiling_seconds)
+	not numbers.int_in(n, cfg.lifetime.min_ttl_seconds, cfg.lifetime.ceiling_seconds)
 }
 
 # METADATA
@@ -88,12 +89,12 @@ violations contains {"rule": "L2", "msg": sprintf("create: ttl_seconds must be a
 # custom:
 #   id: B2
 #   severity: medium
-violations contains {"rule": "B2", "msg": sprintf("create: cpu_mhz must be an integer in [%v, %v]", [object.get(data.sandgate.config, ["sandbox", "min_cpu_mhz"], "unset"), object.get(data.sandgate.config, ["sandbox", "max_cpu_mhz"], "unset")])} if {
+violations contains {"rule": "B2", "msg": sprintf("create: cpu_mhz must be an integer in [%v, %v]", [object.get(cfg, ["sandbox", "min_cpu_mhz"], "unset"), object.get(cfg, ["sandbox", "max_cpu_mhz"], "unset")])} if {
 	input.request.method == "POST"
 	input.request.route == "/v1/sandboxes"
 	n := input.request.body.cpu_mhz
 	n != null
-	not numbers.int_in(n, data.sandgate.config.sandbox.min_cpu_mhz, data.sandgate.config.sandbox.max_cpu_mhz)
+	not numbers.int_in(n, cfg.sandbox.min_cpu_mhz, cfg.sandbox.max_cpu_mhz)
 }
 
 # METADATA
@@ -105,12 +106,12 @@ violations contains {"rule": "B2", "msg": sprintf("create: cpu_mhz must be an in
 # custom:
 #   id: B2
 #   severity: medium
-violations contains {"rule": "B2", "msg": sprintf("create: memory_mb must be an integer in [%v, %v]", [object.get(data.sandgate.config, ["sandbox", "min_memory_mb"], "unset"), object.get(data.sandgate.config, ["sandbox", "max_memory_mb"], "unset")])} if {
+violations contains {"rule": "B2", "msg": sprintf("create: memory_mb must be an integer in [%v, %v]", [object.get(cfg, ["sandbox", "min_memory_mb"], "unset"), object.get(cfg, ["sandbox", "max_memory_mb"], "unset")])} if {
 	input.request.method == "POST"
 	input.request.route == "/v1/sandboxes"
 	n := input.request.body.memory_mb
 	n != null
-	not numbers.int_in(n, data.sandgate.config.sandbox.min_memory_mb, data.sandgate.config.sandbox.max_memory_mb)
+	not numbers.int_in(n, cfg.sandbox.min_memory_mb, cfg.sandbox.max_memory_mb)
 }
 
 # METADATA
@@ -127,7 +128,7 @@ violations contains {"rule": "H11", "msg": "create: image is not in the allowlis
 	input.request.route == "/v1/sandboxes"
 	image := input.request.body.image
 	image != null
-	not image in data.sandgate.config.images.allowed
+	not image in cfg.images.allowed
 }
 
 # METADATA
@@ -150,6 +151,6 @@ violations contains {"rule": "T4", "msg": "create: reissue_token must be a boole
 	not {
 		r == true
 		input.request.idempotency_key == true
-		data.sandgate.config.tokens.reissue_on_repeat == true
+		cfg.tokens.reissue_on_repeat == true
 	}
 }

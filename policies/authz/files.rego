@@ -12,6 +12,7 @@
 # F1 allowed.
 package sandgate.authz
 
+import data.sandgate.config as cfg
 import data.sandgate.lib.numbers
 import data.sandgate.lib.paths
 import future.keywords.not
@@ -19,7 +20,7 @@ import future.keywords.or
 
 _files_route := "/v1/sandboxes/:id/files"
 
-_files_cfg := object.get(data.sandgate.config, "files", {})
+_files_cfg := object.get(cfg, "files", {})
 
 # ---------------------------------------------------------------------------
 # F1: the path
@@ -41,7 +42,7 @@ violations contains {"rule": "F1", "msg": sprintf("files: path must be an absolu
 		is_string(p)
 		startswith(p, "/")
 		not contains(p, "\u0000")
-		count(hex.encode(p)) / 2 <= data.sandgate.config.files.max_path_bytes
+		count(hex.encode(p)) / 2 <= cfg.files.max_path_bytes
 	}
 }
 
@@ -79,7 +80,7 @@ violations contains {"rule": "F1", "msg": sprintf("files: path %v is not under a
 	not {
 		p := input.request.file.path
 		paths.normalised_absolute(p)
-		some root in data.sandgate.config.files.roots
+		some root in cfg.files.roots
 		paths.at_or_under(p, root)
 	}
 }
@@ -102,7 +103,7 @@ _file_path_shown := p if {
 violations contains {"rule": "F1", "msg": sprintf("files: %v %v would replace or remove an allowed root", [input.request.method, input.request.file.path])} if {
 	input.request.route == _files_route
 	input.request.method in {"PUT", "DELETE"}
-	some root in data.sandgate.config.files.roots
+	some root in cfg.files.roots
 	paths.normalised_absolute(input.request.file.path)
 	root == input.request.file.path
 }
@@ -124,7 +125,7 @@ violations contains {"rule": "F1", "msg": sprintf("files: %v %v would replace or
 violations contains {"rule": "F2", "msg": sprintf("files: a write must state its size, at most %v bytes", [object.get(_files_cfg, "max_write_bytes", "unset")])} if {
 	input.request.method == "PUT"
 	input.request.route == _files_route
-	not numbers.int_in(input.request.file.bytes, 0, data.sandgate.config.files.max_write_bytes)
+	not numbers.int_in(input.request.file.bytes, 0, cfg.files.max_write_bytes)
 }
 
 # METADATA
@@ -144,7 +145,7 @@ violations contains {"rule": "F2", "msg": sprintf("files: mode must use only the
 	m != null
 	not {
 		numbers.int_at_least(m, 0)
-		bits.and(m, data.sandgate.config.files.allowed_mode_bits) == m
+		bits.and(m, cfg.files.allowed_mode_bits) == m
 	}
 }
 
@@ -169,7 +170,7 @@ violations contains {"rule": "F2", "msg": sprintf("files: offset must be a non-n
 	input.request.route == _files_route
 	not {
 		_whole_or_null(object.get(input.request.query, "offset", null), 0, 1e18)
-		_whole_or_null(object.get(input.request.query, "length", null), 1, data.sandgate.config.files.max_read_bytes)
+		_whole_or_null(object.get(input.request.query, "length", null), 1, cfg.files.max_read_bytes)
 	}
 }
 

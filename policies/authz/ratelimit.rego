@@ -11,6 +11,7 @@
 # without them at load.
 package sandgate.authz
 
+import data.sandgate.config as cfg
 import data.sandgate.lib.numbers
 import future.keywords.not
 
@@ -26,9 +27,9 @@ import future.keywords.not
 #   id: Q1
 #   severity: high
 violations contains {"rule": "Q1", "msg": concat("", ["policy data gives role ", input.token.role, " no rate limit (rate_limits.", input.token.role, " needs requests_per_second > 0 and a whole burst >= 1)"])} if {
-	data.sandgate.config.roles[input.token.role]
+	cfg.roles[input.token.role]
 	not {
-		limit := data.sandgate.config.rate_limits[input.token.role]
+		limit := cfg.rate_limits[input.token.role]
 		is_number(limit.requests_per_second)
 		limit.requests_per_second > 0
 		numbers.int_at_least(limit.burst, 1)

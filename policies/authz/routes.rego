@@ -5,6 +5,7 @@
 # (target: sandbox) that it acts on one sandbox record.
 package sandgate.authz
 
+import data.sandgate.config as cfg
 import future.keywords.not
 
 # The request's route key as messages name it: "POST /v1/sandboxes/:id/exec".
@@ -40,7 +41,7 @@ _route_key := concat(" ", [input.request.method, input.request.route]) if {
 #   severity: critical
 violations contains {"rule": "T2", "msg": _unauthorized} if {
 	not {
-		route := data.sandgate.config.routes[input.request.method][input.request.route]
+		route := cfg.routes[input.request.method][input.request.route]
 		input.token.role in route.roles
 		route.scope in input.token.scopes
 	}
@@ -51,9 +52,9 @@ violations contains {"rule": "T2", "msg": _unauthorized} if {
 _unauthorized := "request has no route key" if {
 	not _route_key
 } else := concat("", ["route ", _route_key, " is not in the route table"]) if {
-	not data.sandgate.config.routes[input.request.method][input.request.route]
+	not cfg.routes[input.request.method][input.request.route]
 } else := concat("", ["role may not call ", _route_key]) if {
-	not input.token.role in data.sandgate.config.routes[input.request.method][input.request.route].roles
+	not input.token.role in cfg.routes[input.request.method][input.request.route].roles
 } else := concat("", ["token lacks the scope of ", _route_key])
 
 # ---------------------------------------------------------------------------
@@ -133,6 +134,6 @@ violations contains {"rule": "T2", "msg": "sandbox belongs to another principal"
 #   id: C1
 #   severity: medium
 violations contains {"rule": "C1", "msg": sprintf("route %v belongs to capability %v, which this gateway does not advertise", [_route_key, object.get(route, "capability", null)])} if {
-	route := data.sandgate.config.routes[input.request.method][input.request.route]
-	not route.capability in data.sandgate.config.capabilities
+	route := cfg.routes[input.request.method][input.request.route]
+	not route.capability in cfg.capabilities
 }

@@ -9,6 +9,7 @@
 # read inside the negated check.
 package sandgate.authz
 
+import data.sandgate.config as cfg
 import data.sandgate.lib.numbers
 import data.sandgate.lib.paths
 import future.keywords.not
@@ -41,7 +42,7 @@ violations contains {"rule": "T3", "msg": _expired_msg} if {
 	not {
 		input.now < input.sandbox.expires_at
 		input.now < input.sandbox.ceiling_at
-		input.sandbox.state in data.sandgate.config.sandbox.states.live
+		input.sandbox.state in cfg.sandbox.states.live
 	}
 	is_object(input.sandbox)
 }
@@ -68,7 +69,7 @@ violations contains {"rule": "H9", "msg": "sandbox id does not match the sandbox
 	startswith(input.request.route, "/v1/sandboxes/:id")
 	not {
 		is_string(input.request.params.id)
-		regex.match(data.sandgate.config.sandbox_id_pattern, input.request.params.id)
+		regex.match(cfg.sandbox_id_pattern, input.request.params.id)
 	}
 }
 
@@ -87,11 +88,11 @@ violations contains {"rule": "H9", "msg": "target record's job_id is not the pre
 	startswith(input.request.route, "/v1/sandboxes/:id")
 	not {
 		is_string(input.request.params.id)
-		input.sandbox.job_id == concat("", [data.sandgate.config.prefix, input.request.params.id])
+		input.sandbox.job_id == concat("", [cfg.prefix, input.request.params.id])
 	}
 	is_object(input.sandbox)
 	is_string(input.request.params.id)
-	regex.match(data.sandgate.config.sandbox_id_pattern, input.request.params.id)
+	regex.match(cfg.sandbox_id_pattern, input.request.params.id)
 }
 
 # METADATA
@@ -126,11 +127,11 @@ violations contains {"rule": "E1", "msg": _argv_msg} if {
 	input.request.route == "/v1/sandboxes/:id/exec"
 	not {
 		is_array(input.request.body.argv)
-		count(input.request.body.argv) <= data.sandgate.config.exec.max_args
+		count(input.request.body.argv) <= cfg.exec.max_args
 	}
 }
 
-_argv_msg := sprintf("exec: argv has more than %v elements", [object.get(data.sandgate.config, ["exec", "max_args"], "unset")]) if {
+_argv_msg := sprintf("exec: argv has more than %v elements", [object.get(cfg, ["exec", "max_args"], "unset")]) if {
 	is_array(input.request.body.argv)
 } else := "exec: argv is missing or not an array"
 
@@ -204,7 +205,7 @@ violations contains {"rule": "E1", "msg": "exec: argv[0] is empty or starts with
 # custom:
 #   id: E1
 #   severity: high
-violations contains {"rule": "E1", "msg": sprintf("exec: argv, env and workdir together are %v bytes, more than %v", [bytes, object.get(data.sandgate.config, ["exec", "max_vector_bytes"], "unset")])} if {
+violations contains {"rule": "E1", "msg": sprintf("exec: argv, env and workdir together are %v bytes, more than %v", [bytes, object.get(cfg, ["exec", "max_vector_bytes"], "unset")])} if {
 	input.request.method == "POST"
 	input.request.route == "/v1/sandboxes/:id/exec"
 	argv := input.request.body.argv
@@ -221,7 +222,7 @@ violations contains {"rule": "E1", "msg": sprintf("exec: argv, env and workdir t
 	# hex.encode writes two digits a byte of the UTF-8: count() of a string
 	# counts characters.
 	bytes := (count(hex.encode(concat("", array.concat(argv, workdir)))) / 2) + sum(env)
-	not bytes <= data.sandgate.config.exec.max_vector_bytes
+	not bytes <= cfg.exec.max_vector_bytes
 }
 
 # METADATA
@@ -302,14 +303,14 @@ violations contains {"rule": "E1", "msg": "exec: workdir contains a NUL byte"} i
 # custom:
 #   id: E1
 #   severity: high
-violations contains {"rule": "E1", "msg": sprintf("exec: workdir is more than exec.max_workdir_bytes (%v) bytes", [object.get(data.sandgate.config, ["exec", "max_workdir_bytes"], "unset")])} if {
+violations contains {"rule": "E1", "msg": sprintf("exec: workdir is more than exec.max_workdir_bytes (%v) bytes", [object.get(cfg, ["exec", "max_workdir_bytes"], "unset")])} if {
 	input.request.method == "POST"
 	input.request.route == "/v1/sandboxes/:id/exec"
 	w := input.request.body.workdir
 	is_string(w)
 
 	# hex.encode writes two digits a byte of the UTF-8.
-	not count(hex.encode(w)) / 2 <= data.sandgate.config.exec.max_workdir_bytes
+	not count(hex.encode(w)) / 2 <= cfg.exec.max_workdir_bytes
 }
 
 # METADATA
@@ -326,7 +327,7 @@ violations contains {"rule": "E1", "msg": sprintf("exec: workdir is more than ex
 # custom:
 #   id: E1
 #   severity: high
-violations contains {"rule": "E1", "msg": sprintf("exec: workdir must be one of exec.workdir_roots %v or under one of them", [object.get(data.sandgate.config, ["exec", "workdir_roots"], "unset")])} if {
+violations contains {"rule": "E1", "msg": sprintf("exec: workdir must be one of exec.workdir_roots %v or under one of them", [object.get(cfg, ["exec", "workdir_roots"], "unset")])} if {
 	input.request.method == "POST"
 	input.request.route == "/v1/sandboxes/:id/exec"
 	w := input.request.body.workdir
@@ -335,7 +336,7 @@ violations contains {"rule": "E1", "msg": sprintf("exec: workdir must be one of 
 }
 
 _under_a_workdir_root(w) if {
-	roots := data.sandgate.config.exec.workdir_roots
+	roots := cfg.exec.workdir_roots
 	is_array(roots)
 	some root in roots
 	paths.at_or_under(w, root)
@@ -349,12 +350,12 @@ _under_a_workdir_root(w) if {
 # custom:
 #   id: E1
 #   severity: high
-violations contains {"rule": "E1", "msg": sprintf("exec: stdin_bytes must be an integer in [0, %v]", [object.get(data.sandgate.config, ["exec", "max_stdin_bytes"], "unset")])} if {
+violations contains {"rule": "E1", "msg": sprintf("exec: stdin_bytes must be an integer in [0, %v]", [object.get(cfg, ["exec", "max_stdin_bytes"], "unset")])} if {
 	input.request.method == "POST"
 	input.request.route == "/v1/sandboxes/:id/exec"
 	n := input.request.body.stdin_bytes
 	n != null
-	not numbers.int_in(n, 0, data.sandgate.config.exec.max_stdin_bytes)
+	not numbers.int_in(n, 0, cfg.exec.max_stdin_bytes)
 }
 
 # METADATA
@@ -366,12 +367,12 @@ violations contains {"rule": "E1", "msg": sprintf("exec: stdin_bytes must be an 
 # custom:
 #   id: E2
 #   severity: medium
-violations contains {"rule": "E2", "msg": sprintf("exec: timeout_seconds must be an integer in [1, %v]", [object.get(data.sandgate.config, ["exec", "max_timeout_seconds"], "unset")])} if {
+violations contains {"rule": "E2", "msg": sprintf("exec: timeout_seconds must be an integer in [1, %v]", [object.get(cfg, ["exec", "max_timeout_seconds"], "unset")])} if {
 	input.request.method == "POST"
 	input.request.route == "/v1/sandboxes/:id/exec"
 	n := input.request.body.timeout_seconds
 	n != null
-	not numbers.int_in(n, 1, data.sandgate.config.exec.max_timeout_seconds)
+	not numbers.int_in(n, 1, cfg.exec.max_timeout_seconds)
 }
 
 # METADATA
@@ -383,12 +384,12 @@ violations contains {"rule": "E2", "msg": sprintf("exec: timeout_seconds must be
 # custom:
 #   id: E2
 #   severity: medium
-violations contains {"rule": "E2", "msg": sprintf("exec: env_count must be an integer in [0, %v]", [object.get(data.sandgate.config, ["exec", "max_env"], "unset")])} if {
+violations contains {"rule": "E2", "msg": sprintf("exec: env_count must be an integer in [0, %v]", [object.get(cfg, ["exec", "max_env"], "unset")])} if {
 	input.request.method == "POST"
 	input.request.route == "/v1/sandboxes/:id/exec"
 	n := input.request.body.env_count
 	n != null
-	not numbers.int_in(n, 0, data.sandgate.config.exec.max_env)
+	not numbers.int_in(n, 0, cfg.exec.max_env)
 }
 
 # METADATA
@@ -401,12 +402,12 @@ violations contains {"rule": "E2", "msg": sprintf("exec: env_count must be an in
 # custom:
 #   id: E2
 #   severity: medium
-violations contains {"rule": "E2", "msg": sprintf("exec: max_output_bytes must be an integer in [1, %v]", [object.get(data.sandgate.config, ["exec", "max_output_bytes"], "unset")])} if {
+violations contains {"rule": "E2", "msg": sprintf("exec: max_output_bytes must be an integer in [1, %v]", [object.get(cfg, ["exec", "max_output_bytes"], "unset")])} if {
 	input.request.method == "POST"
 	input.request.route == "/v1/sandboxes/:id/exec"
 	n := input.request.body.max_output_bytes
 	n != null
-	not numbers.int_in(n, 1, data.sandgate.config.exec.max_output_bytes)
+	not numbers.int_in(n, 1, cfg.exec.max_output_bytes)
 }
 
 # METADATA
@@ -423,7 +424,7 @@ violations contains {"rule": "E2", "msg": sprintf("exec: max_output_bytes must b
 # custom:
 #   id: E1
 #   severity: high
-violations contains {"rule": "E1", "msg": sprintf("exec: env name %v must match exec.env_name_pattern %v and not start with one of %v", [name, object.get(data.sandgate.config, ["exec", "env_name_pattern"], "unset"), object.get(data.sandgate.config, ["exec", "reserved_env_prefixes"], "unset")])} if {
+violations contains {"rule": "E1", "msg": sprintf("exec: env name %v must match exec.env_name_pattern %v and not start with one of %v", [name, object.get(cfg, ["exec", "env_name_pattern"], "unset"), object.get(cfg, ["exec", "reserved_env_prefixes"], "unset")])} if {
 	input.request.method == "POST"
 	input.request.route == "/v1/sandboxes/:id/exec"
 	names := input.request.body.env_names
@@ -431,8 +432,8 @@ violations contains {"rule": "E1", "msg": sprintf("exec: env name %v must match 
 	some name in names
 	not {
 		is_string(name)
-		regex.match(data.sandgate.config.exec.env_name_pattern, name)
-		prefixes := data.sandgate.config.exec.reserved_env_prefixes
+		regex.match(cfg.exec.env_name_pattern, name)
+		prefixes := cfg.exec.reserved_env_prefixes
 		is_array(prefixes)
 		not strings.any_prefix_match(name, prefixes)
 	}
@@ -487,12 +488,12 @@ violations contains {"rule": "E3", "msg": "logs: stream must be stdout or stderr
 # custom:
 #   id: E3
 #   severity: low
-violations contains {"rule": "E3", "msg": sprintf("logs: tail_bytes must be an integer in [1, %v]", [object.get(data.sandgate.config, ["exec", "max_logs_tail_bytes"], "unset")])} if {
+violations contains {"rule": "E3", "msg": sprintf("logs: tail_bytes must be an integer in [1, %v]", [object.get(cfg, ["exec", "max_logs_tail_bytes"], "unset")])} if {
 	input.request.method == "GET"
 	input.request.route == "/v1/sandboxes/:id/logs"
 	n := input.request.query.tail_bytes
 	n != null
-	not numbers.int_in(n, 1, data.sandgate.config.exec.max_logs_tail_bytes)
+	not numbers.int_in(n, 1, cfg.exec.max_logs_tail_bytes)
 }
 
 # ---------------------------------------------------------------------------
@@ -522,12 +523,12 @@ violations contains {"rule": "L2", "msg": "extend: only operators may extend a s
 # custom:
 #   id: L2
 #   severity: high
-violations contains {"rule": "L2", "msg": sprintf("extend: ttl_seconds must be an integer in [%v, %v]", [object.get(data.sandgate.config, ["lifetime", "min_ttl_seconds"], "unset"), object.get(data.sandgate.config, ["lifetime", "ceiling_seconds"], "unset")])} if {
+violations contains {"rule": "L2", "msg": sprintf("extend: ttl_seconds must be an integer in [%v, %v]", [object.get(cfg, ["lifetime", "min_ttl_seconds"], "unset"), object.get(cfg, ["lifetime", "ceiling_seconds"], "unset")])} if {
 	input.request.method == "POST"
 	input.request.route == "/v1/sandboxes/:id/extend"
 	n := input.request.body.ttl_seconds
 	n != null
-	not numbers.int_in(n, data.sandgate.config.lifetime.min_ttl_seconds, data.sandgate.config.lifetime.ceiling_seconds)
+	not numbers.int_in(n, cfg.lifetime.min_ttl_seconds, cfg.lifetime.ceiling_seconds)
 }
 
 # METADATA

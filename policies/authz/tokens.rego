@@ -3,6 +3,7 @@
 # agent token). T2 (what a token may call) is in routes.rego.
 package sandgate.authz
 
+import data.sandgate.config as cfg
 import data.sandgate.lib.numbers
 import future.keywords.not
 
@@ -41,7 +42,7 @@ violations contains {"rule": "T1", "msg": "session token has no sandbox_id"} if 
 violations contains {"rule": "T1", "msg": "session token carries a scope outside the session role"} if {
 	input.token.role == "session"
 	some scope in input.token.scopes
-	not scope in data.sandgate.config.roles.session.scopes
+	not scope in cfg.roles.session.scopes
 }
 
 # ---------------------------------------------------------------------------
@@ -95,10 +96,10 @@ violations contains {"rule": "T4", "msg": "token is revoked, unknown or not acti
 # custom:
 #   id: T4
 #   severity: high
-violations contains {"rule": "T4", "msg": sprintf("mint: role %v is not one of %v", [object.get(input, ["request", "body", "role"], null), object.get(data.sandgate.config, ["tokens", "mintable_roles"], "unset")])} if {
+violations contains {"rule": "T4", "msg": sprintf("mint: role %v is not one of %v", [object.get(input, ["request", "body", "role"], null), object.get(cfg, ["tokens", "mintable_roles"], "unset")])} if {
 	input.request.method == "POST"
 	input.request.route == "/v1/tokens"
-	not input.request.body.role in data.sandgate.config.tokens.mintable_roles
+	not input.request.body.role in cfg.tokens.mintable_roles
 }
 
 # METADATA
@@ -109,10 +110,10 @@ violations contains {"rule": "T4", "msg": sprintf("mint: role %v is not one of %
 # custom:
 #   id: T4
 #   severity: high
-violations contains {"rule": "T4", "msg": sprintf("mint: ttl_seconds must be an integer in [%v, %v]", [object.get(data.sandgate.config, ["tokens", "min_ttl_seconds"], "unset"), object.get(data.sandgate.config, ["tokens", "max_ttl_seconds"], "unset")])} if {
+violations contains {"rule": "T4", "msg": sprintf("mint: ttl_seconds must be an integer in [%v, %v]", [object.get(cfg, ["tokens", "min_ttl_seconds"], "unset"), object.get(cfg, ["tokens", "max_ttl_seconds"], "unset")])} if {
 	input.request.method == "POST"
 	input.request.route == "/v1/tokens"
-	not numbers.int_in(input.request.body.ttl_seconds, data.sandgate.config.tokens.min_ttl_seconds, data.sandgate.config.tokens.max_ttl_seconds)
+	not numbers.int_in(input.request.body.ttl_seconds, cfg.tokens.min_ttl_seconds, cfg.tokens.max_ttl_seconds)
 }
 
 # METADATA
@@ -124,7 +125,7 @@ violations contains {"rule": "T4", "msg": sprintf("mint: ttl_seconds must be an 
 # custom:
 #   id: T4
 #   severity: high
-violations contains {"rule": "T4", "msg": sprintf("mint: label must be a string of at most %v bytes", [object.get(data.sandgate.config, ["tokens", "max_label_bytes"], "unset")])} if {
+violations contains {"rule": "T4", "msg": sprintf("mint: label must be a string of at most %v bytes", [object.get(cfg, ["tokens", "max_label_bytes"], "unset")])} if {
 	input.request.method == "POST"
 	input.request.route == "/v1/tokens"
 	label := input.request.body.label
@@ -134,7 +135,7 @@ violations contains {"rule": "T4", "msg": sprintf("mint: label must be a string 
 	# byte of the UTF-8.
 	not {
 		is_string(label)
-		count(hex.encode(label)) <= 2 * data.sandgate.config.tokens.max_label_bytes
+		count(hex.encode(label)) <= 2 * cfg.tokens.max_label_bytes
 	}
 }
 
@@ -151,14 +152,14 @@ violations contains {"rule": "T4", "msg": sprintf("mint: label must be a string 
 # custom:
 #   id: T4
 #   severity: high
-violations contains {"rule": "T4", "msg": sprintf("mint: subject must be a string matching %v", [object.get(data.sandgate.config, ["tokens", "subject_pattern"], "unset")])} if {
+violations contains {"rule": "T4", "msg": sprintf("mint: subject must be a string matching %v", [object.get(cfg, ["tokens", "subject_pattern"], "unset")])} if {
 	input.request.method == "POST"
 	input.request.route == "/v1/tokens"
 	subject := input.request.body.subject
 	subject != null
 	not {
 		is_string(subject)
-		regex.match(data.sandgate.config.tokens.subject_pattern, subject)
+		regex.match(cfg.tokens.subject_pattern, subject)
 	}
 }
 
@@ -187,9 +188,9 @@ violations contains {"rule": "B3", "msg": "mint: a quota applies to agent tokens
 # custom:
 #   id: B3
 #   severity: medium
-violations contains {"rule": "B3", "msg": sprintf("mint: quota.max_live_sandboxes must be an integer in [1, %v]", [object.get(data.sandgate.config, ["agent_quota", "max_live_sandboxes"], "unset")])} if {
+violations contains {"rule": "B3", "msg": sprintf("mint: quota.max_live_sandboxes must be an integer in [1, %v]", [object.get(cfg, ["agent_quota", "max_live_sandboxes"], "unset")])} if {
 	input.request.method == "POST"
 	input.request.route == "/v1/tokens"
 	input.request.body.quota != null
-	not numbers.int_in(input.request.body.quota.max_live_sandboxes, 1, data.sandgate.config.agent_quota.max_live_sandboxes)
+	not numbers.int_in(input.request.body.quota.max_live_sandboxes, 1, cfg.agent_quota.max_live_sandboxes)
 }

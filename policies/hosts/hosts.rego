@@ -10,6 +10,7 @@
 # scope: package
 package sandgate.hosts
 
+import data.sandgate.config as cfg
 import data.sandgate.lib.nodes
 import data.sandgate.lib.numbers
 import future.keywords.not
@@ -26,8 +27,6 @@ decision := {"allow": count(violations) == 0, "violations": violations}
 #
 # Negation: OPA evaluates the arguments of a call before a `not`, so every check that
 # must fire on a missing fact is written as `not <zero-argument positive helper>`.
-
-_cfg := data.sandgate.config
 
 _actions := {"enroll", "unenroll", "state"}
 
@@ -70,7 +69,7 @@ _input contains "input: request.budget, when given, must be an object" if {
 	not _budget
 }
 
-_input contains sprintf("input: request.state %v is not one of %v", [_state_value, object.get(_cfg, ["hosts", "states"], "unset")]) if {
+_input contains sprintf("input: request.state %v is not one of %v", [_state_value, object.get(cfg, ["hosts", "states"], "unset")]) if {
 	_changing_state
 	not _state_ok
 }
@@ -97,7 +96,7 @@ _node_ok if {
 
 _live_ok if numbers.int_at_least(_live, 0)
 
-_state_ok if _request.state in _cfg.hosts.states
+_state_ok if _request.state in cfg.hosts.states
 
 _state_value := v if {
 	v := _request.state
@@ -157,32 +156,32 @@ violations contains {"rule": "I5", "msg": msg} if {
 	_enrolling
 	_request.egress == true
 	not nodes.isolation_declared(_node)
-	msg := sprintf("enroll %v for egress: node meta %v must declare an accepted isolation bundle version %v (run sandgate isolation render --verify on the node first)", [_node.name, object.get(_cfg, ["placement", "egress_isolation", "meta_key"], "unset"), object.get(_cfg, ["placement", "egress_isolation", "accepted_versions"], "unset")])
+	msg := sprintf("enroll %v for egress: node meta %v must declare an accepted isolation bundle version %v (run sandgate isolation render --verify on the node first)", [_node.name, object.get(cfg, ["placement", "egress_isolation", "meta_key"], "unset"), object.get(cfg, ["placement", "egress_isolation", "accepted_versions"], "unset")])
 }
 
 # --- B1 --------------------------------------------------------------------------------
 
 _b1 contains sprintf("budget.%v %v must be an integer of at least 1", [k, _budget[k]]) if {
 	some k in object.keys(_budget)
-	k in _cfg.hosts.budget_figures
+	k in cfg.hosts.budget_figures
 	not _positive_int(_budget[k])
 }
 
-_b1 contains sprintf("budget.%v is not a budget figure (want %v)", [k, object.get(_cfg, ["hosts", "budget_figures"], "unset")]) if {
+_b1 contains sprintf("budget.%v is not a budget figure (want %v)", [k, object.get(cfg, ["hosts", "budget_figures"], "unset")]) if {
 	some k in object.keys(_budget)
 	not _budget_figure(k)
 }
 
 # A list of budget figures missing from policy data admits no figure.
-_budget_figure(k) if k in _cfg.hosts.budget_figures
+_budget_figure(k) if k in cfg.hosts.budget_figures
 
 # A ceiling missing from policy data admits no budget.
-_b1 contains sprintf("budget.max_sandboxes %v exceeds the ceiling %v", [_budget.max_sandboxes, object.get(_cfg, ["hosts", "max_sandboxes_ceiling"], "unset")]) if {
+_b1 contains sprintf("budget.max_sandboxes %v exceeds the ceiling %v", [_budget.max_sandboxes, object.get(cfg, ["hosts", "max_sandboxes_ceiling"], "unset")]) if {
 	_positive_int(_budget.max_sandboxes)
 	not _within_ceiling
 }
 
-_within_ceiling if _budget.max_sandboxes <= _cfg.hosts.max_sandboxes_ceiling
+_within_ceiling if _budget.max_sandboxes <= cfg.hosts.max_sandboxes_ceiling
 
 _b1 contains sprintf("budget.%v %v exceeds the %v Nomad can allocate on node %v (%v allocatable less %v held by other jobs); give at most %v or omit it (the default is clamped to it)", [k, _budget[k], _room(k), _node.name, _node.capacity.allocatable[k], _node.capacity.others[k], _room(k)]) if {
 	some k in ["cpu_mhz", "memory_mb"]

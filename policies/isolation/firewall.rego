@@ -1,5 +1,6 @@
 package sandgate.isolation
 
+import data.sandgate.config as cfg
 import future.keywords.not
 
 # The network and the firewall: I2 (one bridge network, one chain that drops, the DOCKER-USER
@@ -13,8 +14,8 @@ _resolver_forbidden := {c |
 	some c in list
 }
 
-_i2 contains sprintf("network %v is not the egress network_mode %v the rendered jobs use", [_net.name, _cfg.networks.egress.network_mode]) if {
-	_net.name != _cfg.networks.egress.network_mode
+_i2 contains sprintf("network %v is not the egress network_mode %v the rendered jobs use", [_net.name, cfg.networks.egress.network_mode]) if {
+	_net.name != cfg.networks.egress.network_mode
 }
 
 _i2 contains sprintf("network driver %v is not bridge", [_net.driver]) if _net.driver != "bridge"

@@ -14,6 +14,7 @@
 # scope: package
 package sandgate.isolation
 
+import data.sandgate.config as cfg
 import future.keywords.not
 
 # METADATA
@@ -31,9 +32,7 @@ decision := {"allow": count(violations) == 0, "violations": violations}
 # defined (the object and the key), never `not <helper>(<a lookup that may be undefined>)`.
 # The rules I1-I4 judge only a well-formed plan: a malformed one is denied by INPUT alone.
 
-_cfg := data.sandgate.config
-
-_iso := data.sandgate.config.isolation
+_iso := cfg.isolation
 
 _plan := input.plan
 
@@ -246,7 +245,7 @@ violations contains {"rule": "INPUT", "msg": sprintf("policy data %v must be %v"
 		["placement", "control_plane", "meta"]: "an object",
 		["placement", "control_plane", "node_names"]: "an array",
 	}
-	not _data_typed(object.get(data.sandgate.config, path, null), type)
+	not _data_typed(object.get(cfg, path, null), type)
 }
 
 _data_typed(v, "an object") if is_object(v)

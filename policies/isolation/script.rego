@@ -1,5 +1,6 @@
 package sandgate.isolation
 
+import data.sandgate.config as cfg
 import future.keywords.not
 
 # The script itself: I1 (modes, idempotent apply, exact remove) and I4 (refusal on a
@@ -99,12 +100,12 @@ _i4 contains sprintf("--%v does not refuse on a control plane", [m]) if {
 }
 
 _i4 contains sprintf("control-plane node name %v (placement.control_plane.node_names) is not checked", [n]) if {
-	some n in _cfg.placement.control_plane.node_names
+	some n in cfg.placement.control_plane.node_names
 	not n in _cp.node_names
 }
 
 _i4 contains sprintf("control-plane node meta %v=%v (placement.control_plane.meta) is not checked", [k, v]) if {
-	some k, vs in _cfg.placement.control_plane.meta
+	some k, vs in cfg.placement.control_plane.meta
 	some v in vs
 	not v in object.get(_cp.node_meta, k, [])
 }

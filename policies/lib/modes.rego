@@ -14,6 +14,7 @@
 # enforcement names an unknown rule or mode, or sets INPUT or T1.
 package sandgate.lib.modes
 
+import data.sandgate.config as cfg
 import future.keywords.not
 
 # Rules that are deny whatever the data says.
@@ -21,7 +22,7 @@ always_deny := {"INPUT", "T1"}
 
 # mode is the enforcement mode of rule id.
 mode(id) := m if {
-	m := data.sandgate.config.enforcement[id]
+	m := cfg.enforcement[id]
 	m in {"warn", "dryrun"}
 	not always_deny[id]
 } else := "deny"

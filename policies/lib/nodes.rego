@@ -9,6 +9,7 @@
 # scope: package
 package sandgate.lib.nodes
 
+import data.sandgate.config as cfg
 import future.keywords.not
 
 # control_plane_reasons(node) is one message per control-plane indicator the node
@@ -24,7 +25,7 @@ import future.keywords.not
 # Admission asks this of every create, so it is one function body: policy data is read
 # once, and each indicator is one comprehension.
 control_plane_reasons(node) := (colocation | unjudged) | (meta | listed) if {
-	cp := object.get(data.sandgate.config, ["placement", "control_plane"], {})
+	cp := object.get(cfg, ["placement", "control_plane"], {})
 	unjudged := {"policy data placement.control_plane.meta must be an object and node_names a list: every node counts as a control-plane node" |
 		not _judgeable(cp)
 	}
@@ -53,7 +54,7 @@ _names_node(name, node) if name == node.name
 
 _names_node(name, node) if name == node.attributes["unique.hostname"]
 
-_iso := data.sandgate.config.placement.egress_isolation
+_iso := cfg.placement.egress_isolation
 
 # isolation_declared(node) holds when the node's meta declares an accepted version of
 # the isolation bundle (placement.egress_isolation.meta_key, accepted_versions): the

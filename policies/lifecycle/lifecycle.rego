@@ -13,6 +13,7 @@
 # scope: package
 package sandgate.lifecycle
 
+import data.sandgate.config as cfg
 import future.keywords.not
 
 # METADATA
@@ -27,8 +28,6 @@ decision := {"allow": count(violations) == 0, "violations": violations}
 #
 # Negation: OPA evaluates the arguments of a call before a `not`, so every check that
 # must fire on a missing fact is written as `not <zero-argument positive helper>`.
-
-_cfg := data.sandgate.config
 
 _live_states := {"starting", "running"}
 
@@ -127,7 +126,7 @@ violations contains {"rule": "INPUT", "msg": msg} if {
 
 # --- H9 --------------------------------------------------------------------------------
 
-_h9 contains sprintf("purge: job %v does not carry the sandbox prefix %v", [input.job.id, object.get(_cfg, "prefix", "unset")]) if {
+_h9 contains sprintf("purge: job %v does not carry the sandbox prefix %v", [input.job.id, object.get(cfg, "prefix", "unset")]) if {
 	is_string(input.job.id)
 	not _prefixed
 }
@@ -143,9 +142,9 @@ _h9 contains sprintf("purge: job %v does not name a sandbox id", [input.job.id])
 	not _names_sandbox
 }
 
-_prefixed if startswith(input.job.id, _cfg.prefix)
+_prefixed if startswith(input.job.id, cfg.prefix)
 
-_names_sandbox if regex.match(_cfg.sandbox_id_pattern, substring(input.job.id, count(_cfg.prefix), -1))
+_names_sandbox if regex.match(cfg.sandbox_id_pattern, substring(input.job.id, count(cfg.prefix), -1))
 
 # METADATA
 # title: Only sandbox jobs are stopped and purged

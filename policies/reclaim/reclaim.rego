@@ -16,6 +16,7 @@
 # scope: package
 package sandgate.reclaim
 
+import data.sandgate.config as cfg
 import data.sandgate.lib.numbers
 import future.keywords.not
 
@@ -27,8 +28,6 @@ import future.keywords.not
 #   directories past the quota (H5) or the input gap (INPUT) and a message.
 # entrypoint: true
 decision := {"allow": count(violations) == 0, "violations": violations}
-
-_cfg := data.sandgate.config
 
 _node := input.node if is_object(input.node)
 
@@ -78,7 +77,7 @@ _sandbox_ok if {
 }
 
 _quota_mb := q if {
-	q := _cfg.docker.task_dirs.quota_mb
+	q := cfg.docker.task_dirs.quota_mb
 	is_number(q)
 	q > 0
 }
@@ -136,7 +135,7 @@ violations contains {"rule": "R2", "msg": msg} if {
 
 _r3 contains sprintf("node %v %v %v%% is at or above the reclaim threshold %v%%", [_node.name, label, x, limit]) if {
 	some k, label in {"disk_percent": "disk", "memory_percent": "memory"}
-	limit := _cfg.thresholds[sprintf("reclaim_%v", [k])]
+	limit := cfg.thresholds[sprintf("reclaim_%v", [k])]
 	x := _usage[k]
 	is_number(x)
 	x >= limit
@@ -146,7 +145,7 @@ _r3 contains sprintf("node %v %v %v%% is at or above the reclaim threshold %v%%"
 # cannot tell that the node is not under pressure.
 _r3 contains sprintf("policy data thresholds.reclaim_%v is missing or not a number: node %v's sandboxes are reclaimed", [k, _node.name]) if {
 	some k in ["disk_percent", "memory_percent"]
-	not is_number(object.get(_cfg, ["thresholds", concat("", ["reclaim_", k])], null))
+	not is_number(object.get(cfg, ["thresholds", concat("", ["reclaim_", k])], null))
 }
 
 # METADATA
