@@ -3,12 +3,13 @@ package sandgate.lib.numbers_test
 import data.sandgate.lib.numbers
 import future.keywords.not
 
-test_whole_numbers if {
-	every n in [0, 1, -3, 1e18, 2.0] {
-		numbers.whole(n)
+test_whole_numbers_only if {
+	every n in [0, 1, 1e18, 2.0] {
+		numbers.int_at_least(n, 0)
 	}
-	every n in [0.5, -1.25, "1", null, true, [1], {"n": 1}] {
-		not numbers.whole(n)
+	every n in [0.5, 1.25, "1", null, true, [1], {"n": 1}] {
+		not numbers.int_at_least(n, 0)
+		not numbers.int_in(n, 0, 10)
 	}
 }
 
