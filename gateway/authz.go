@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -206,7 +207,7 @@ func (s *Server) decide(ctx context.Context, ep policies.Entrypoint, v ast.Value
 		p := newProblem(http.StatusServiceUnavailable, wire.CodeUnavailable, "the policy could not decide; the request was refused (fail closed)")
 		p.DecisionID = d.ID
 		p.cause = err
-		p.retryAfter = 5
+		p.RetryAfter = 5 * time.Second
 		return d, p
 	}
 	return d, nil

@@ -277,7 +277,7 @@ func admissionDenial(d policies.Decision) *Problem {
 	// sandbox ends.
 	if len(rules) > 0 && !slices.ContainsFunc(rules, func(r string) bool { return r != "B1" && r != "B3" }) {
 		p = newProblem(http.StatusTooManyRequests, wire.CodeBudgetExhausted, violationsDetail(d))
-		p.retryAfter = 30
+		p.RetryAfter = 30 * time.Second
 	} else {
 		p = newProblem(http.StatusForbidden, wire.CodePolicyDenied, violationsDetail(d))
 	}
@@ -302,7 +302,7 @@ func placementFailed(rec store.Sandbox, pl nomad.Placement) *Problem {
 	}
 	p := newProblem(status, wire.CodePlacementFailed, fmt.Sprintf(
 		"Nomad could not place or start sandbox %s on node %s: %s; %s", rec.ID, rec.Node, pl.Reason, outcome))
-	p.retryAfter = retry
+	p.RetryAfter = time.Duration(retry) * time.Second
 	p.EndReason = rec.EndReason
 	if !rec.EndedAt.IsZero() {
 		t := rec.EndedAt

@@ -314,7 +314,7 @@ func (s *Server) pickNode(ctx context.Context, name string, cpu, mem int64, excl
 	// Only nodes an earlier attempt found full are left.
 	p := newProblem(http.StatusTooManyRequests, wire.CodeBudgetExhausted, "every enrolled node is at its budget; retry when a sandbox ends")
 	p.RuleIDs = []string{"B1"}
-	p.retryAfter = 30
+	p.RetryAfter = 30 * time.Second
 	return candidate{}, p
 }
 

@@ -151,7 +151,7 @@ func policyBusy(what, key string, limit, retryAfter int) *Problem {
 	p := newProblem(http.StatusTooManyRequests, wire.CodePolicyBusy,
 		fmt.Sprintf("%d %s already running, as many as %s allows; retry after %d s", limit, what, key, retryAfter))
 	p.Limit = key
-	p.retryAfter = retryAfter
+	p.RetryAfter = time.Duration(retryAfter) * time.Second
 	return p
 }
 

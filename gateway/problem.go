@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -16,15 +17,15 @@ import (
 )
 
 // Problem is an RFC 9457 problem document with sandgate's extension members
-// (wire.Problem, the members a client reads) and how to answer it. Every
-// error response of the API is one of these, written by
-// Server.handleError; handlers just return errors.
+// (wire.Problem, the members a client reads; its RetryAfter, in whole
+// seconds, sets the Retry-After header) and how to answer it. Every error
+// response of the API is one of these, written by Server.handleError;
+// handlers just return errors.
 type Problem struct {
 	wire.Problem
 
-	retryAfter int    // seconds; sets Retry-After when positive
-	cause      error  // logged, never shown
-	wwwAuth    string // WWW-Authenticate challenge for 401s
+	cause   error  // logged, never shown
+	wwwAuth string // WWW-Authenticate challenge for 401s
 }
 
 // Error implements error.
@@ -73,14 +74,14 @@ func notRunning(id string, state store.State) *Problem {
 // nomadUnavailable is a 503 with Retry-After: nothing was changed.
 func nomadUnavailable(detail string, cause error) *Problem {
 	p := newProblem(http.StatusServiceUnavailable, wire.CodeNomadUnavailable, detail)
-	p.retryAfter = 5
+	p.RetryAfter = 5 * time.Second
 	p.cause = cause
 	return p
 }
 
 func unavailable(detail string, cause error) *Problem {
 	p := newProblem(http.StatusServiceUnavailable, wire.CodeUnavailable, detail)
-	p.retryAfter = 5
+	p.RetryAfter = 5 * time.Second
 	p.cause = cause
 	return p
 }
@@ -153,8 +154,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 			"status", out.Status, "code", out.Code, "err", err.Error(), "cause", out.cause)
 	}
 	h := c.Response().Header()
-	if out.retryAfter > 0 {
-		h.Set("Retry-After", strconv.Itoa(out.retryAfter))
+	if secs := int(out.RetryAfter / time.Second); secs > 0 {
+		h.Set("Retry-After", strconv.Itoa(secs))
 	}
 	if out.wwwAuth != "" {
 		h.Set(echo.HeaderWWWAuthenticate, out.wwwAuth)

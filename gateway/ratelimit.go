@@ -264,7 +264,7 @@ func rateLimited(v verdict, who string) *Problem {
 	p := newProblem(http.StatusTooManyRequests, wire.CodeRateLimited, fmt.Sprintf("%s (%g requests per second, burst %d, policy data rate_limits); retry after %d s",
 		who, v.limit.RequestsPerSecond, v.limit.Burst, secs))
 	p.RuleIDs = []string{"Q1"}
-	p.retryAfter = secs
+	p.RetryAfter = time.Duration(secs) * time.Second
 	return p
 }
 

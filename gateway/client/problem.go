@@ -2,7 +2,6 @@ package client
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"math"
 	"mime"
@@ -74,64 +73,12 @@ const (
 type Violation = wire.Violation
 
 // Problem is a non-2xx answer of the API: the RFC 9457 problem document
-// the gateway wrote, with sandgate's extension members. When the body was
-// not a problem document (a proxy's error page, say), Status still holds
-// the HTTP status, Title its text and Detail a short excerpt of the body.
-type Problem struct {
-	// Status is the HTTP status of the answer (authoritative over the
-	// document's own "status" member).
-	Status int    `json:"status"`
-	Type   string `json:"type,omitempty"`
-	// Code is the stable, machine-readable part: one of the Code* constants.
-	Code   string `json:"code,omitempty"`
-	Title  string `json:"title,omitempty"`
-	Detail string `json:"detail,omitempty"`
-	// Field names the request field a 400 is about.
-	Field string `json:"field,omitempty"`
-	// RuleIDs are the policy rules that decided, e.g. ["T2"].
-	RuleIDs    []string    `json:"rule_ids,omitempty"`
-	Violations []Violation `json:"violations,omitempty"`
-	DecisionID string      `json:"decision_id,omitempty"`
-	RequestID  string      `json:"request_id,omitempty"`
-	// EndReason and EndedAt say why and when a sandbox ended (410 sandbox_ended).
-	EndReason string     `json:"end_reason,omitempty"`
-	EndedAt   *time.Time `json:"ended_at,omitempty"`
-	// Limit names the configured bound that refused the request, by its
-	// configuration key (policy.evaluate.timeout, ...).
-	Limit string `json:"limit,omitempty"`
-	// SandboxID names the sandbox a create made and that failed
-	// (placement_failed).
-	SandboxID string `json:"sandbox_id,omitempty"`
-	// RetryAfter is the answer's Retry-After header (429, 503); zero when absent.
-	RetryAfter time.Duration `json:"-"`
-}
-
-// Error reads "403 policy_denied: T2: session token is bound to another sandbox".
-func (p *Problem) Error() string {
-	what := p.Code
-	if what == "" {
-		what = strings.ToLower(http.StatusText(p.Status))
-	}
-	s := fmt.Sprintf("%d %s", p.Status, what)
-	if p.Detail != "" {
-		s += ": " + p.Detail
-	}
-	return s
-}
-
-// Denied reports whether a policy decided this answer: a 403
-// policy_denied, or a 409 or 429 that names the rules it broke (a budget
-// or a node state). A 401 (a bad, expired or revoked token) is not a denial.
-func (p *Problem) Denied() bool {
-	if p.Code == CodePolicyDenied {
-		return true
-	}
-	switch p.Status {
-	case http.StatusForbidden, http.StatusConflict, http.StatusTooManyRequests:
-		return len(p.RuleIDs) > 0
-	}
-	return false
-}
+// the gateway wrote, with sandgate's extension members (wire.Problem).
+// When the body was not a problem document (a proxy's error page, say),
+// Status still holds the HTTP status, Title its text and Detail a short
+// excerpt of the body; RetryAfter is the Retry-After header. Error and
+// Denied read it.
+type Problem = wire.Problem
 
 // maxProblemBody bounds how much of an error body is read.
 const maxProblemBody = 64 << 10
@@ -148,7 +95,7 @@ func readProblem(resp *http.Response) *Problem {
 		if err := json.Unmarshal(data, p); err != nil || (p.Code == "" && p.Title == "" && p.Detail == "") {
 			p = &Problem{Detail: excerpt(data)}
 		}
-		p.printableMembers()
+		printableMembers(p)
 	} else {
 		p.Detail = excerpt(data)
 	}
@@ -177,7 +124,7 @@ func excerpt(b []byte) string {
 func Printable(s string) string { return wire.Printable(s) }
 
 // printableMembers passes every text member of p through Printable.
-func (p *Problem) printableMembers() {
+func printableMembers(p *Problem) {
 	for _, f := range []*string{&p.Type, &p.Code, &p.Title, &p.Detail, &p.Field, &p.DecisionID, &p.RequestID, &p.EndReason, &p.Limit, &p.SandboxID} {
 		*f = Printable(*f)
 	}

@@ -2,41 +2,10 @@ package client
 
 import (
 	"encoding/json"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
-
-	"sandgate/gateway/wire"
 )
-
-// Problem is an answer, not only the document (its Status is the HTTP
-// status, RetryAfter the header), so it keeps its own declaration; it
-// reads every member of the document the gateway writes, and no other.
-func TestProblemReadsEveryMemberOfTheWireProblem(t *testing.T) {
-	t.Parallel()
-	members := func(typ reflect.Type) []string {
-		var out []string
-		for f := range typ.Fields() {
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name != "-" {
-				out = append(out, name)
-			}
-		}
-		slices.Sort(out)
-		return out
-	}
-	got, want := members(reflect.TypeFor[Problem]()), members(reflect.TypeFor[wire.Problem]())
-	if !slices.Equal(got, want) {
-		t.Errorf("client.Problem reads %v; the gateway writes %v", got, want)
-	}
-	for f := range reflect.TypeFor[Problem]().Fields() {
-		w, ok := reflect.TypeFor[wire.Problem]().FieldByName(f.Name)
-		if ok && w.Type != f.Type {
-			t.Errorf("%s is %s in client.Problem, %s in wire.Problem", f.Name, f.Type, w.Type)
-		}
-	}
-}
 
 // A sandbox answer carries the warn-mode violations first, as the
 // gateway's serializer writes them; Sandbox reads them.

@@ -1,6 +1,11 @@
 package wire
 
-import "time"
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
 
 // The API's objects, field for field as docs/api.md and the OpenAPI
 // document (gateway/apidoc/openapi.yaml) show them. Times are the RFC 3339
@@ -17,10 +22,15 @@ type Violation struct {
 }
 
 // Problem is the RFC 9457 problem document every error answer of the API
-// carries, with sandgate's extension members.
+// carries, with sandgate's extension members. The client reads a non-2xx
+// answer into one: when the body was not a problem document (a proxy's
+// error page, say), Status still holds the HTTP status, Title its text and
+// Detail a short excerpt of the body.
 type Problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
+	Type  string `json:"type"`
+	Title string `json:"title"`
+	// Status is the HTTP status of the answer (the client takes it from
+	// the answer, over the document's own member).
 	Status int    `json:"status"`
 	Detail string `json:"detail,omitempty"`
 	// Code is the stable, machine-readable part: one of the Code* constants.
@@ -43,6 +53,36 @@ type Problem struct {
 	// SandboxID names the sandbox a create made and that failed
 	// (placement_failed): its record stays readable by id.
 	SandboxID string `json:"sandbox_id,omitempty"`
+	// RetryAfter is the answer's Retry-After header (429, 503), in whole
+	// seconds on the wire; zero when absent.
+	RetryAfter time.Duration `json:"-"`
+}
+
+// Error reads "403 policy_denied: T2: session token is bound to another sandbox".
+func (p *Problem) Error() string {
+	what := p.Code
+	if what == "" {
+		what = strings.ToLower(http.StatusText(p.Status))
+	}
+	s := fmt.Sprintf("%d %s", p.Status, what)
+	if p.Detail != "" {
+		s += ": " + p.Detail
+	}
+	return s
+}
+
+// Denied reports whether a policy decided this answer: a 403
+// policy_denied, or a 409 or 429 that names the rules it broke (a budget
+// or a node state). A 401 (a bad, expired or revoked token) is not a denial.
+func (p *Problem) Denied() bool {
+	if p.Code == CodePolicyDenied {
+		return true
+	}
+	switch p.Status {
+	case http.StatusForbidden, http.StatusConflict, http.StatusTooManyRequests:
+		return len(p.RuleIDs) > 0
+	}
+	return false
 }
 
 // Sandbox states.
