@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"sandgate/gateway/wire"
 	"sandgate/nomad"
 	"sandgate/store"
 )
@@ -107,7 +108,7 @@ func (s *Server) endLost(ctx context.Context, rec store.Sandbox, detail string) 
 
 // lostProblem is the 410 of a sandbox whose state was lost.
 func lostProblem(rec store.Sandbox) *Problem {
-	return newProblem(http.StatusGone, codeLost, fmt.Sprintf("sandbox %q was lost and has ended: %s", rec.ID, orText(rec.LastError, rec.EndReason)))
+	return newProblem(http.StatusGone, wire.CodeSandboxLost, fmt.Sprintf("sandbox %q was lost and has ended: %s", rec.ID, orText(rec.LastError, rec.EndReason)))
 }
 
 // WatchAllocations is one pass of the allocation watch alone (Reclaim runs

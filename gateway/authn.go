@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"sandgate/gateway/token"
+	"sandgate/gateway/wire"
 	"sandgate/policies"
 	"sandgate/store"
 )
@@ -92,7 +93,7 @@ func (s *Server) bearerClaims(r *http.Request) (token.Claims, string, error) {
 	claims, err := s.cfg.Tokens.Verify(raw)
 	if err != nil {
 		if errors.Is(err, token.ErrExpired) {
-			p := newProblem(http.StatusUnauthorized, codeTokenExpired, "the token has expired; ask for a new one")
+			p := newProblem(http.StatusUnauthorized, wire.CodeTokenExpired, "the token has expired; ask for a new one")
 			p.wwwAuth = `Bearer realm="sandgate", error="invalid_token"`
 			return token.Claims{}, "", p
 		}

@@ -8,11 +8,13 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"sandgate/gateway/audit"
+	"sandgate/gateway/wire"
 	"sandgate/policies"
 	"sandgate/store"
 )
@@ -28,7 +30,7 @@ func (s *Server) authorize(newBody func() requestBody) echo.MiddlewareFunc {
 				return unauthenticated("no authenticated caller")
 			}
 			if !rateChecked(c) { // no bucket admitted it (Q1): refuse, never allow
-				return newProblem(http.StatusInternalServerError, codeInternal, "the request passed no rate limit; it was refused")
+				return newProblem(http.StatusInternalServerError, wire.CodeInternalError, "the request passed no rate limit; it was refused")
 			}
 			in, rec, body, err := s.authzInput(c, cl.facts(), newBody)
 			if err != nil {
@@ -193,10 +195,10 @@ func (s *Server) decide(ctx context.Context, ep policies.Entrypoint, v ast.Value
 		return d, unavailable("the decision log could not be written; the request was refused", lerr)
 	}
 	if err != nil {
-		p := newProblem(http.StatusServiceUnavailable, codeUnavailable, "the policy could not decide; the request was refused (fail closed)")
+		p := newProblem(http.StatusServiceUnavailable, wire.CodeUnavailable, "the policy could not decide; the request was refused (fail closed)")
 		p.DecisionID = d.ID
 		p.cause = err
-		p.retryAfter = 5
+		p.RetryAfter = 5 * time.Second
 		return d, p
 	}
 	return d, nil
@@ -234,13 +236,13 @@ func (s *Server) denial(d policies.Decision, rec *store.Sandbox, id string, toke
 		if rec.CeilingAt.Before(at) {
 			at = rec.CeilingAt
 		}
-		p = newProblem(http.StatusGone, codeExpired, "sandbox "+rec.ID+" expired at "+at.UTC().Format(timeFormat)+
+		p = newProblem(http.StatusGone, wire.CodeSandboxExpired, "sandbox "+rec.ID+" expired at "+at.UTC().Format(timeFormat)+
 			"; it is reaped shortly, create a new one")
 	default:
-		p = newProblem(http.StatusForbidden, codePolicyDenied, violationsDetail(d))
+		p = newProblem(http.StatusForbidden, wire.CodePolicyDenied, violationsDetail(d))
 	}
 	p.RuleIDs = rules
-	p.Violations = d.Violations
+	p.Violations = violationsOf(d.Violations)
 	p.DecisionID = d.ID
 	return p
 }
@@ -263,7 +265,7 @@ func endedProblem(r store.Sandbox) *Problem {
 	if r.LastError != "" {
 		detail += ": " + audit.Truncate(r.LastError, 512)
 	}
-	p := newProblem(http.StatusGone, codeEnded, detail+"; create a new one")
+	p := newProblem(http.StatusGone, wire.CodeSandboxEnded, detail+"; create a new one")
 	p.EndReason = reason
 	if !r.EndedAt.IsZero() {
 		at := r.EndedAt.UTC()

@@ -13,6 +13,7 @@ import (
 
 	"sandgate/gateway/testhook"
 	"sandgate/gateway/token"
+	"sandgate/gateway/wire"
 	"sandgate/jobspec"
 	"sandgate/nomad"
 	"sandgate/policies"
@@ -64,7 +65,7 @@ func (s *Server) createSandbox(c echo.Context) error {
 		cand, err := s.pickNode(ctx, deref(body.Node, ""), cpu, mem, exclude)
 		var p *Problem
 		switch {
-		case err != nil && denied != nil && errors.As(err, &p) && p.Code == codeBudget:
+		case err != nil && denied != nil && errors.As(err, &p) && p.Code == wire.CodeBudgetExhausted:
 			return denied // only nodes already tried are left
 		case err != nil:
 			return err
@@ -275,12 +276,12 @@ func admissionDenial(d policies.Decision) *Problem {
 	// Budgets alone (a node's B1, a principal's quota B3): retry when a
 	// sandbox ends.
 	if len(rules) > 0 && !slices.ContainsFunc(rules, func(r string) bool { return r != "B1" && r != "B3" }) {
-		p = newProblem(http.StatusTooManyRequests, codeBudget, violationsDetail(d))
-		p.retryAfter = 30
+		p = newProblem(http.StatusTooManyRequests, wire.CodeBudgetExhausted, violationsDetail(d))
+		p.RetryAfter = 30 * time.Second
 	} else {
-		p = newProblem(http.StatusForbidden, codePolicyDenied, violationsDetail(d))
+		p = newProblem(http.StatusForbidden, wire.CodePolicyDenied, violationsDetail(d))
 	}
-	p.RuleIDs, p.Violations, p.DecisionID = rules, d.Violations, d.ID
+	p.RuleIDs, p.Violations, p.DecisionID = rules, violationsOf(d.Violations), d.ID
 	return p
 }
 
@@ -299,9 +300,9 @@ func placementFailed(rec store.Sandbox, pl nomad.Placement) *Problem {
 	if rec.State.Live() {
 		outcome = "the sandbox could not be ended yet; reconciliation ends it and releases its budget"
 	}
-	p := newProblem(status, codePlacementFailed, fmt.Sprintf(
+	p := newProblem(status, wire.CodePlacementFailed, fmt.Sprintf(
 		"Nomad could not place or start sandbox %s on node %s: %s; %s", rec.ID, rec.Node, pl.Reason, outcome))
-	p.retryAfter = retry
+	p.RetryAfter = time.Duration(retry) * time.Second
 	p.EndReason = rec.EndReason
 	if !rec.EndedAt.IsZero() {
 		t := rec.EndedAt

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"sandgate/gateway/wire"
 )
 
 // Connection deadlines (docs/api.md, Deadlines; docs/runbook.md, http.*).
@@ -179,6 +181,6 @@ func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter 
 // requestTimeout is the 408 of a body that did not arrive in time; the
 // connection is closed after it (the body's end is unknown).
 func requestTimeout() *Problem {
-	return newProblem(http.StatusRequestTimeout, codeRequestTimeout,
+	return newProblem(http.StatusRequestTimeout, wire.CodeRequestTimeout,
 		"the request body did not arrive within the gateway's read timeout (http.read_timeout, counted while the gateway waits for the client; a file upload restarts it with every 64 KiB); nothing was changed")
 }

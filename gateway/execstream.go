@@ -15,6 +15,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"sandgate/gateway/wire"
 	"sandgate/nomad"
 	"sandgate/render/execwrap"
 	"sandgate/store"
@@ -293,7 +294,7 @@ func (s *Server) streamError(reqCtx context.Context, rec store.Sandbox, err erro
 	var p *Problem
 	if errors.As(s.streamFailed(ctx, rec, "the exec stream", err), &p) {
 		switch p.Code {
-		case codeLost, codeEnded, codeExpired:
+		case wire.CodeSandboxLost, wire.CodeSandboxEnded, wire.CodeSandboxExpired:
 			return errorEvent{Code: streamSandboxLost, Detail: p.Detail}
 		default:
 			return errorEvent{Code: streamNomadUnavailable, Detail: p.Detail}

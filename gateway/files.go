@@ -14,6 +14,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"sandgate/gateway/wire"
 	"sandgate/nomad"
 	"sandgate/policies"
 	"sandgate/render/fileops"
@@ -110,7 +111,7 @@ func parseFilesQuery(c echo.Context) (filesQuery, error) {
 	if method == http.MethodPut {
 		n := c.Request().ContentLength
 		if n < 0 {
-			p := newProblem(http.StatusLengthRequired, codeLengthRequired, "a file PUT must state its size in Content-Length (chunked bodies are not accepted), so the policy can bound it before a byte is written")
+			p := newProblem(http.StatusLengthRequired, wire.CodeLengthRequired, "a file PUT must state its size in Content-Length (chunked bodies are not accepted), so the policy can bound it before a byte is written")
 			p.Field = "Content-Length"
 			return q, p
 		}
@@ -392,25 +393,25 @@ func filesRefused(req fileops.Request, code int, stderr *cappedBuffer) error {
 	}
 	switch code {
 	case fileops.ExitNotFound:
-		return fileProblem(http.StatusNotFound, codeFileNotFound, msg)
+		return fileProblem(http.StatusNotFound, wire.CodeFileNotFound, msg)
 	case fileops.ExitEscapes:
-		return fileProblem(http.StatusForbidden, codePathEscapes, msg+" (a symbolic link is followed only while it stays under files.roots "+strings.Join(req.Roots, ", ")+")")
+		return fileProblem(http.StatusForbidden, wire.CodePathEscapesRoots, msg+" (a symbolic link is followed only while it stays under files.roots "+strings.Join(req.Roots, ", ")+")")
 	case fileops.ExitIsDirectory:
-		return fileProblem(http.StatusConflict, codeIsDirectory, msg)
+		return fileProblem(http.StatusConflict, wire.CodeIsDirectory, msg)
 	case fileops.ExitNotDir:
-		return fileProblem(http.StatusConflict, codeNotDirectory, msg)
+		return fileProblem(http.StatusConflict, wire.CodeNotDirectory, msg)
 	case fileops.ExitNotEmpty:
-		return fileProblem(http.StatusConflict, codeDirNotEmpty, msg)
+		return fileProblem(http.StatusConflict, wire.CodeDirectoryNotEmpty, msg)
 	case fileops.ExitNotRegular:
-		return fileProblem(http.StatusUnprocessableEntity, codeNotRegular, msg)
+		return fileProblem(http.StatusUnprocessableEntity, wire.CodeNotRegularFile, msg)
 	case fileops.ExitTooLarge:
-		return fileProblem(http.StatusUnprocessableEntity, codeFileTooLarge, msg+" (files.max_read_bytes; read it in windows with ?offset=&length=)")
+		return fileProblem(http.StatusUnprocessableEntity, wire.CodeFileTooLarge, msg+" (files.max_read_bytes; read it in windows with ?offset=&length=)")
 	case fileops.ExitShort:
-		return fileProblem(http.StatusBadRequest, codeIncompleteBody, msg)
+		return fileProblem(http.StatusBadRequest, wire.CodeIncompleteBody, msg)
 	case fileops.ExitWriteFailed:
-		return fileProblem(http.StatusConflict, codeWriteFailed, msg)
+		return fileProblem(http.StatusConflict, wire.CodeWriteFailed, msg)
 	case 126, 127:
-		return fileProblem(http.StatusUnprocessableEntity, codeImageLacksTools, "the image lacks a tool the file operations need (sh, cat, mkdir, mv, chmod, rm, rmdir, stat, readlink -f, wc, od, tr; busybox or coreutils have them): "+msg)
+		return fileProblem(http.StatusUnprocessableEntity, wire.CodeImageLacksTools, "the image lacks a tool the file operations need (sh, cat, mkdir, mv, chmod, rm, rmdir, stat, readlink -f, wc, od, tr; busybox or coreutils have them): "+msg)
 	}
 	return nomadUnavailable(fmt.Sprintf("the file operation failed in the sandbox with exit %d: %s", code, msg), nil)
 }
@@ -427,9 +428,9 @@ func (s *Server) filesFailed(c echo.Context, ctx context.Context, rec store.Sand
 	case c.Request().Context().Err() != nil:
 		return err // the caller went away; nobody reads an answer
 	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
-		return newProblem(http.StatusGatewayTimeout, codeFilesTimeout, fmt.Sprintf("the file %s of %s did not finish within files.timeout_seconds (%d s); a write that did not finish wrote nothing", req.Op, req.Path, s.cfg.Engine.Settings().Files.TimeoutSeconds))
+		return newProblem(http.StatusGatewayTimeout, wire.CodeFilesTimeout, fmt.Sprintf("the file %s of %s did not finish within files.timeout_seconds (%d s); a write that did not finish wrote nothing", req.Op, req.Path, s.cfg.Engine.Settings().Files.TimeoutSeconds))
 	case errors.Is(err, nomad.ErrCommandNotStarted):
-		return fileProblem(http.StatusUnprocessableEntity, codeImageLacksTools, "Nomad could not start the file operation's shell (/bin/sh): "+err.Error())
+		return fileProblem(http.StatusUnprocessableEntity, wire.CodeImageLacksTools, "Nomad could not start the file operation's shell (/bin/sh): "+err.Error())
 	}
 	return s.streamFailed(c.Request().Context(), rec, "the file "+string(req.Op), err)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"sandgate/docs"
+	"sandgate/gateway/wire"
 	"sandgate/policies"
 )
 
@@ -118,7 +119,7 @@ func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
 		defer func() {
 			if r := recover(); r != nil {
 				s.log.Error("panic in handler", "route", c.Path(), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-				p := newProblem(http.StatusInternalServerError, codeInternal, "an internal error occurred; the request was refused")
+				p := newProblem(http.StatusInternalServerError, wire.CodeInternalError, "an internal error occurred; the request was refused")
 				p.cause = fmt.Errorf("panic: %v", r)
 				err = p
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"sandgate/gateway/wire"
 	"sandgate/nomad"
 	"sandgate/policies"
 	"sandgate/store"
@@ -263,7 +264,7 @@ func (s *Server) enroll(ctx context.Context, req EnrollRequest, principal string
 		return h, err
 	}
 	if h.node == nil {
-		return h, newProblem(http.StatusNotFound, codeHostNotFound, fmt.Sprintf("Nomad lists no client node named %q", req.Node))
+		return h, newProblem(http.StatusNotFound, wire.CodeHostNotFound, fmt.Sprintf("Nomad lists no client node named %q", req.Node))
 	}
 	if h.allocErr != nil {
 		// B1 judges the budget against the node's room: without it, no enrollment.
@@ -318,12 +319,12 @@ func (s *Server) allowHosts(ctx context.Context, in *policies.HostsInput, h host
 	if d.Allow {
 		return nil
 	}
-	status, code := http.StatusForbidden, codePolicyDenied
+	status, code := http.StatusForbidden, wire.CodePolicyDenied
 	if ids := d.RuleIDs(); len(ids) == 1 && ids[0] == "R2" {
-		status, code = http.StatusConflict, codeSandboxesLive
+		status, code = http.StatusConflict, wire.CodeSandboxesLive
 	}
 	p := newProblem(status, code, violationsDetail(d))
-	p.RuleIDs, p.Violations, p.DecisionID = d.RuleIDs(), d.Violations, d.ID
+	p.RuleIDs, p.Violations, p.DecisionID = d.RuleIDs(), violationsOf(d.Violations), d.ID
 	return p
 }
 
@@ -365,7 +366,7 @@ func (s *Server) unenrollHost(c echo.Context) error {
 		return err
 	}
 	if h.record == nil {
-		return newProblem(http.StatusConflict, codeNotEnrolled, fmt.Sprintf("node %q is not enrolled", name))
+		return newProblem(http.StatusConflict, wire.CodeHostNotEnrolled, fmt.Sprintf("node %q is not enrolled", name))
 	}
 	in := &policies.HostsInput{
 		Action: "unenroll", Request: policies.HostsRequest{Reclaim: &reclaim},
@@ -414,7 +415,7 @@ func (s *Server) setHostState(c echo.Context) error {
 		return err
 	}
 	if h.record == nil {
-		return newProblem(http.StatusConflict, codeNotEnrolled, fmt.Sprintf("node %q is not enrolled; enroll it first", name))
+		return newProblem(http.StatusConflict, wire.CodeHostNotEnrolled, fmt.Sprintf("node %q is not enrolled; enroll it first", name))
 	}
 	state := *body.State
 	reclaim := state == stateDraining && h.used.Sandboxes > 0

@@ -7,6 +7,8 @@ import (
 	"regexp"
 
 	"github.com/labstack/echo/v4"
+
+	"sandgate/gateway/wire"
 )
 
 // Request hygiene: what every request gets before routing, whoever sends it.
@@ -70,7 +72,7 @@ func (s *Server) hygiene(next echo.HandlerFunc) echo.HandlerFunc {
 			h.Set(headerClientRequestID, cid)
 		}
 		if n := headerBytes(req); n > s.cfg.MaxHeaderBytes {
-			return newProblem(http.StatusRequestHeaderFieldsTooLarge, codeHeaderTooLarge,
+			return newProblem(http.StatusRequestHeaderFieldsTooLarge, wire.CodeHeaderTooLarge,
 				"the request headers are larger than the gateway accepts; nothing was changed")
 		}
 		return next(c)

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"sandgate/gateway/token"
+	"sandgate/gateway/wire"
 	"sandgate/store"
 )
 
@@ -80,7 +81,7 @@ func (s *Server) earlierCreate(c echo.Context, idem *idempotency) (store.Sandbox
 // when the caller asks with reissue_token and the sandbox is live.
 func (s *Server) answerRepeat(c echo.Context, body *createRequest, idem *idempotency, rec store.Sandbox) error {
 	if rec.RequestDigest != idem.digest {
-		return newProblem(http.StatusUnprocessableEntity, codeIdempotencyReused,
+		return newProblem(http.StatusUnprocessableEntity, wire.CodeIdempotencyKeyReused,
 			"this Idempotency-Key created sandbox "+rec.ID+" with another body in the last 24 h; send that body again or use a new key")
 	}
 	v := viewOf(rec)

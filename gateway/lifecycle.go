@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"sandgate/gateway/testhook"
+	"sandgate/gateway/wire"
 	"sandgate/policies"
 	"sandgate/store"
 )
@@ -44,8 +45,8 @@ func (s *Server) allowLifecycle(ctx context.Context, in *policies.LifecycleInput
 	if d.Allow {
 		return nil
 	}
-	p := newProblem(http.StatusForbidden, codePolicyDenied, violationsDetail(d))
-	p.RuleIDs, p.Violations, p.DecisionID = d.RuleIDs(), d.Violations, d.ID
+	p := newProblem(http.StatusForbidden, wire.CodePolicyDenied, violationsDetail(d))
+	p.RuleIDs, p.Violations, p.DecisionID = d.RuleIDs(), violationsOf(d.Violations), d.ID
 	return p
 }
 

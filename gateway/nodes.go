@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"sandgate/gateway/wire"
 	"sandgate/nomad"
 	"sandgate/policies"
 	"sandgate/store"
@@ -304,16 +305,16 @@ func (s *Server) pickNode(ctx context.Context, name string, cpu, mem int64, excl
 	case best != nil:
 		return *best, nil
 	case enrolled == 0:
-		return candidate{}, newProblem(http.StatusConflict, codeNoNode, noNodeDetail(why))
+		return candidate{}, newProblem(http.StatusConflict, wire.CodeNoEnrolledNode, noNodeDetail(why))
 	case leastFull != nil:
 		// The refusal is the policy's (B1, with its decision), not this
 		// function's guess from the same figures.
 		return *leastFull, nil
 	}
 	// Only nodes an earlier attempt found full are left.
-	p := newProblem(http.StatusTooManyRequests, codeBudget, "every enrolled node is at its budget; retry when a sandbox ends")
+	p := newProblem(http.StatusTooManyRequests, wire.CodeBudgetExhausted, "every enrolled node is at its budget; retry when a sandbox ends")
 	p.RuleIDs = []string{"B1"}
-	p.retryAfter = 30
+	p.RetryAfter = 30 * time.Second
 	return candidate{}, p
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"sandgate/gateway/apidoc"
 	"sandgate/gateway/mcpserver"
+	"sandgate/gateway/wire"
 	"sandgate/policies"
 	"sandgate/render"
 )
@@ -45,7 +46,7 @@ func (s *Server) OpenAPIFacts() apidoc.Facts {
 		Rules:              info.Rules,
 		Entrypoints:        policies.EntrypointNames(),
 		Tools:              docTools,
-		ProblemTitles:      problemTitles,
+		ProblemTitles:      wire.Titles(),
 		DefaultWaitSeconds: int(s.cfg.DefaultWait / time.Second),
 		MaxWaitSeconds:     int(s.cfg.MaxWait / time.Second),
 		DefaultProfile:     string(render.ProfileStrict),

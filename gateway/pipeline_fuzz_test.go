@@ -22,6 +22,7 @@ import (
 
 	"sandgate/gateway/audit"
 	"sandgate/gateway/token"
+	"sandgate/gateway/wire"
 	"sandgate/nomad"
 	"sandgate/nomad/nomadsim"
 	"sandgate/policies"
@@ -261,20 +262,20 @@ func checkProblem(t *testing.T, a answer, allowed ...int) {
 		t.Fatalf("a %d with Content-Type %q: %s", a.status, ct, a.body)
 	}
 	p := a.problem
-	if p.Status != a.status || p.Code == "" || problemTitles[p.Code] == "" || p.Type != problemTypeBase+p.Code || p.RequestID == "" {
+	if p.Status != a.status || p.Code == "" || wire.Title(p.Code) == "" || p.Type != problemTypeBase+p.Code || p.RequestID == "" {
 		t.Fatalf("not a complete problem document: %s", a.body)
 	}
 	switch a.status {
 	case http.StatusBadRequest:
-		if p.Code != codeInvalidRequest || p.Field == "" || !strings.HasPrefix(p.Detail, p.Field+": ") {
+		if p.Code != wire.CodeInvalidRequest || p.Field == "" || !strings.HasPrefix(p.Detail, p.Field+": ") {
 			t.Fatalf("a 400 that does not name its field: %s", a.body)
 		}
 	case http.StatusUnauthorized:
-		if a.header.Get(echo.HeaderWWWAuthenticate) == "" || (p.Code != codeUnauthenticated && p.Code != codeTokenExpired) {
+		if a.header.Get(echo.HeaderWWWAuthenticate) == "" || (p.Code != wire.CodeUnauthenticated && p.Code != wire.CodeTokenExpired) {
 			t.Fatalf("a 401 without its challenge or code: %s", a.body)
 		}
 	case http.StatusForbidden:
-		if p.Code != codePolicyDenied || len(p.RuleIDs) == 0 || p.DecisionID == "" {
+		if p.Code != wire.CodePolicyDenied || len(p.RuleIDs) == 0 || p.DecisionID == "" {
 			t.Fatalf("a 403 without rule ids or decision: %s", a.body)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"sandgate/gateway/replay"
+	"sandgate/gateway/wire"
 	"sandgate/policies"
 )
 
@@ -145,7 +146,7 @@ func (s *Server) evaluatePolicy(c echo.Context) error {
 		if parent.Err() != nil {
 			return parent.Err()
 		}
-		p := newProblem(http.StatusUnprocessableEntity, codeDeadline, fmt.Sprintf(
+		p := newProblem(http.StatusUnprocessableEntity, wire.CodeEvaluationDeadlineExceeded, fmt.Sprintf(
 			"the %s decision on this input ran past %s (%s) and was stopped, which is a deny; nothing was changed", ep, lim.EvaluateTimeout, keyEvaluateTimeout))
 		p.Limit, p.DecisionID = keyEvaluateTimeout, id
 		return p
@@ -189,7 +190,7 @@ func (s *Server) evaluatePolicy(c echo.Context) error {
 		return pastDeadline(ep, d.ID)
 	}
 	if err != nil {
-		p := newProblem(http.StatusUnprocessableEntity, codeInvalidRequest, "the policy could not decide on this input, which is a deny: "+truncate(err.Error(), 200))
+		p := newProblem(http.StatusUnprocessableEntity, wire.CodeInvalidRequest, "the policy could not decide on this input, which is a deny: "+truncate(err.Error(), 200))
 		p.DecisionID = d.ID
 		return p
 	}
@@ -230,7 +231,7 @@ func (s *Server) dryRunInput(ctx context.Context, r dryRequest) (policies.AuthzI
 	s.e.Router().Find(r.Method, target.Path, c)
 	rt, ok := s.routeOf(r.Method, c.Path())
 	if !ok {
-		return policies.AuthzInput{}, newProblem(http.StatusUnprocessableEntity, codeInvalidRequest,
+		return policies.AuthzInput{}, newProblem(http.StatusUnprocessableEntity, wire.CodeInvalidRequest,
 			"request: "+r.Method+" "+truncate(target.Path, 80)+" matches no route of this gateway (it would answer 404 before any decision)")
 	}
 	if rt.body == nil && body != http.NoBody {
@@ -345,10 +346,10 @@ func (s *Server) replayCandidate(c echo.Context) error {
 	case err == nil:
 		return c.JSON(http.StatusOK, rep)
 	case errors.As(err, &ce):
-		return newProblem(http.StatusUnprocessableEntity, codeInvalidRequest, "the candidate bundle does not load: "+truncate(ce.Reason, 400))
+		return newProblem(http.StatusUnprocessableEntity, wire.CodeInvalidRequest, "the candidate bundle does not load: "+truncate(ce.Reason, 400))
 	case errors.As(err, &le):
 		key := map[string]string{replay.LimitMemory: keyReplayMemory, replay.LimitCPU: keyReplayCPU, replay.LimitWall: keyReplayTimeout}[le.Limit]
-		p := newProblem(http.StatusUnprocessableEntity, codeCandidateLimits, fmt.Sprintf(
+		p := newProblem(http.StatusUnprocessableEntity, wire.CodeCandidateExceededLimits, fmt.Sprintf(
 			"the candidate's replay worker ran past its %s limit (%s, %s) and was ended; the gateway and its state are unchanged. "+
 				"A rule that grows without bound (a string doubled by concat, a comprehension over itself) does this; so can a log too long for the limit: narrow it with since, until or limit",
 			le.Limit, le.Bound, key))

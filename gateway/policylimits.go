@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"sandgate/gateway/replay"
+	"sandgate/gateway/wire"
 )
 
 // PolicyLimits bound the policy routes, so that no dry run and no
@@ -147,16 +148,16 @@ func (s semaphore) release() { <-s }
 
 // policyBusy is the 429 of a policy route at its concurrency limit.
 func policyBusy(what, key string, limit, retryAfter int) *Problem {
-	p := newProblem(http.StatusTooManyRequests, codePolicyBusy,
+	p := newProblem(http.StatusTooManyRequests, wire.CodePolicyBusy,
 		fmt.Sprintf("%d %s already running, as many as %s allows; retry after %d s", limit, what, key, retryAfter))
 	p.Limit = key
-	p.retryAfter = retryAfter
+	p.RetryAfter = time.Duration(retryAfter) * time.Second
 	return p
 }
 
 // tooLarge is the 413 of a body past a configured bound.
 func tooLarge(what, key string, limit int64) *Problem {
-	p := newProblem(http.StatusRequestEntityTooLarge, codeTooLarge,
+	p := newProblem(http.StatusRequestEntityTooLarge, wire.CodePayloadTooLarge,
 		what+" is larger than "+strconv.FormatInt(limit, 10)+" bytes ("+key+"); nothing was evaluated")
 	p.Field, p.Limit = "body", key
 	return p

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"sandgate/gateway/audit"
+	"sandgate/gateway/wire"
 )
 
 // Query strings, path ids and the Authorization header, through the whole
@@ -106,7 +107,7 @@ func FuzzQueryParams(f *testing.F) {
 				t.Fatalf("list: %d %s", a.status, a.body)
 			}
 			var out struct {
-				Sandboxes []sandboxView `json:"sandboxes"`
+				Sandboxes []wire.Sandbox `json:"sandboxes"`
 			}
 			if err := json.Unmarshal(a.body, &out); err != nil {
 				t.Fatal(err)
@@ -178,7 +179,7 @@ func FuzzQueryParams(f *testing.F) {
 			switch r := q.Get("reclaim"); r {
 			case "", "true", "false":
 				checkProblem(t, a, http.StatusConflict)
-				if a.problem.Code != codeNotEnrolled {
+				if a.problem.Code != wire.CodeHostNotEnrolled {
 					t.Fatalf("unenroll of an unknown node: %s", a.body)
 				}
 			default:
@@ -213,7 +214,7 @@ func FuzzSandboxPathID(f *testing.F) {
 		}
 		switch a.status {
 		case http.StatusOK:
-			var v sandboxView
+			var v wire.Sandbox
 			if err := json.Unmarshal(a.body, &v); err != nil {
 				t.Fatal(err)
 			}
@@ -229,11 +230,11 @@ func FuzzSandboxPathID(f *testing.F) {
 			return
 		case http.StatusNotFound:
 			checkProblem(t, a, http.StatusNotFound)
-			if a.problem.Code == codeNotFound && (!strings.HasPrefix(a.problem.Detail, "sandbox \"") ||
+			if a.problem.Code == wire.CodeSandboxNotFound && (!strings.HasPrefix(a.problem.Detail, "sandbox \"") ||
 				strings.Contains(a.problem.Detail, fmt.Sprintf("%q", fuzzSandboxID))) {
 				t.Fatalf("a 404 for id %q: %s", id, a.body)
 			}
-			if !raw && id != "" && a.problem.Code != codeNotFound {
+			if !raw && id != "" && a.problem.Code != wire.CodeSandboxNotFound {
 				t.Fatalf("escaped id %q is not a sandbox route: %s", id, a.body)
 			}
 		case http.StatusGone: // another sandbox that has ended: T2 and T3

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"sandgate/gateway/audit"
+	"sandgate/gateway/wire"
 	"sandgate/policies"
 )
 
@@ -225,7 +226,7 @@ func (s *Server) limitPrincipal(next echo.HandlerFunc) echo.HandlerFunc {
 		s.reportLimited(v.due)
 		switch {
 		case v.noLimit:
-			p := newProblem(http.StatusForbidden, codePolicyDenied, "policy data gives role "+role+" no rate limit (rate_limits."+role+")")
+			p := newProblem(http.StatusForbidden, wire.CodePolicyDenied, "policy data gives role "+role+" no rate limit (rate_limits."+role+")")
 			p.RuleIDs = []string{"Q1"}
 			return p
 		case !v.ok:
@@ -246,7 +247,7 @@ func (s *Server) limitAddress(next echo.HandlerFunc) echo.HandlerFunc {
 		s.reportLimited(v.due)
 		switch {
 		case v.noLimit:
-			return newProblem(http.StatusServiceUnavailable, codeUnavailable, "policy data gives the anonymous routes no rate limit (rate_limits.anonymous)")
+			return newProblem(http.StatusServiceUnavailable, wire.CodeUnavailable, "policy data gives the anonymous routes no rate limit (rate_limits.anonymous)")
 		case !v.ok:
 			return rateLimited(v, "address "+addr+" is over the rate limit of the routes that take no token")
 		}
@@ -258,10 +259,10 @@ func (s *Server) limitAddress(next echo.HandlerFunc) echo.HandlerFunc {
 // the bucket's delay, rounded up to whole seconds.
 func rateLimited(v verdict, who string) *Problem {
 	secs := max(1, int(math.Ceil(v.retry.Seconds())))
-	p := newProblem(http.StatusTooManyRequests, codeRateLimited, fmt.Sprintf("%s (%g requests per second, burst %d, policy data rate_limits); retry after %d s",
+	p := newProblem(http.StatusTooManyRequests, wire.CodeRateLimited, fmt.Sprintf("%s (%g requests per second, burst %d, policy data rate_limits); retry after %d s",
 		who, v.limit.RequestsPerSecond, v.limit.Burst, secs))
 	p.RuleIDs = []string{"Q1"}
-	p.retryAfter = secs
+	p.RetryAfter = time.Duration(secs) * time.Second
 	return p
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"sandgate/gateway/wire"
 	"sandgate/policies"
 )
 
@@ -120,8 +121,8 @@ func TestRetryAfterIsTheBucketsDelayRoundedUp(t *testing.T) {
 		delay time.Duration
 		want  int
 	}{{time.Millisecond, 1}, {time.Second, 1}, {1500 * time.Millisecond, 2}, {20 * time.Second, 20}} {
-		if p := rateLimited(verdict{retry: c.delay}, "x"); p.retryAfter != c.want || p.Status != 429 || p.Code != codeRateLimited {
-			t.Errorf("delay %s: Retry-After %d status %d, want %d", c.delay, p.retryAfter, p.Status, c.want)
+		if p := rateLimited(verdict{retry: c.delay}, "x"); p.RetryAfter != time.Duration(c.want)*time.Second || p.Status != 429 || p.Code != wire.CodeRateLimited {
+			t.Errorf("delay %s: Retry-After %d status %d, want %d", c.delay, p.RetryAfter/time.Second, p.Status, c.want)
 		}
 	}
 }

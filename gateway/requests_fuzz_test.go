@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"testing"
+
+	"sandgate/gateway/wire"
 )
 
 // The request decoders parse untrusted bodies: they must never panic, and
@@ -21,7 +23,7 @@ func fuzzDecoder(f *testing.F, newBody func() requestBody, seeds ...string) {
 			return
 		}
 		var p *Problem
-		if !errors.As(err, &p) || p.Status != http.StatusBadRequest || p.Field == "" || p.Code != codeInvalidRequest {
+		if !errors.As(err, &p) || p.Status != http.StatusBadRequest || p.Field == "" || p.Code != wire.CodeInvalidRequest {
 			t.Fatalf("decode %q: %#v is not a 400 naming a field", data, err)
 		}
 	})

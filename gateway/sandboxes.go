@@ -12,6 +12,7 @@ import (
 
 	"sandgate/gateway/testhook"
 	"sandgate/gateway/token"
+	"sandgate/gateway/wire"
 	"sandgate/store"
 )
 
@@ -47,7 +48,7 @@ func (s *Server) listSandboxes(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	want := q.Limit
-	out := make([]sandboxView, 0, min(want, 128))
+	out := make([]wire.Sandbox, 0, min(want, 128))
 	// A page may come back short when filters reject many records: read on
 	// until it is full or the history ends, within a bound.
 	next := ""

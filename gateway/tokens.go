@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"sandgate/gateway/token"
+	"sandgate/gateway/wire"
 	"sandgate/policies"
 	"sandgate/store"
 )
@@ -121,33 +122,16 @@ func DecideOfflineMint(ctx context.Context, eng *policies.Engine, now time.Time,
 	return d, nil
 }
 
-// tokenView is a token's metadata as the API shows it; Token (the secret)
-// only in the mint answer.
-type tokenView struct {
-	ID        string     `json:"id"`
-	Role      string     `json:"role"`
-	Subject   string     `json:"subject"`
-	Label     string     `json:"label"`
-	CreatedAt string     `json:"created_at"`
-	ExpiresAt string     `json:"expires_at"`
-	LastUsed  string     `json:"last_used"`
-	RevokedAt string     `json:"revoked_at"`
-	Quota     *quotaView `json:"quota,omitempty"`
-	Token     string     `json:"token,omitempty"`
-}
-
-type quotaView struct {
-	MaxLiveSandboxes int64 `json:"max_live_sandboxes"`
-}
-
-func tokenViewOf(t store.Token) tokenView {
-	v := tokenView{
+// tokenViewOf is a token's metadata as the API shows it; Token (the
+// secret) is set only in the mint answer.
+func tokenViewOf(t store.Token) wire.Token {
+	v := wire.Token{
 		ID: t.JTI, Role: t.Role, Subject: t.Subject, Label: t.Label,
 		CreatedAt: formatTime(t.CreatedAt), ExpiresAt: formatTime(t.ExpiresAt),
 		LastUsed: formatTime(t.LastUsed), RevokedAt: formatTime(t.RevokedAt),
 	}
 	if t.MaxLiveSandboxes > 0 {
-		v.Quota = &quotaView{MaxLiveSandboxes: t.MaxLiveSandboxes}
+		v.Quota = &wire.Quota{MaxLiveSandboxes: t.MaxLiveSandboxes}
 	}
 	return v
 }
@@ -231,7 +215,7 @@ func (s *Server) listTokens(c echo.Context) error {
 	if err != nil {
 		return unavailable("the token store could not be read", err)
 	}
-	out := make([]tokenView, 0, len(ts))
+	out := make([]wire.Token, 0, len(ts))
 	for _, t := range ts {
 		out = append(out, tokenViewOf(t))
 	}
@@ -244,7 +228,7 @@ func (s *Server) revokeToken(c echo.Context) error {
 	jti := c.Param("jti")
 	err := s.cfg.Store.RevokeToken(c.Request().Context(), jti, s.cfg.Now())
 	if errors.Is(err, store.ErrNotFound) {
-		return newProblem(http.StatusNotFound, codeTokenNotFound, fmt.Sprintf("no operator, agent or reviewer token has id %q", jti))
+		return newProblem(http.StatusNotFound, wire.CodeTokenNotFound, fmt.Sprintf("no operator, agent or reviewer token has id %q", jti))
 	}
 	if err != nil {
 		return unavailable("the token could not be revoked; retry", err)

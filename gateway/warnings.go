@@ -8,7 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"sandgate/gateway/client"
+	"sandgate/gateway/wire"
 	"sandgate/policies"
 )
 
@@ -28,7 +28,7 @@ func warn(c echo.Context, d policies.Decision) {
 	have, _ := c.Get(ctxWarnings).([]policies.Violation)
 	for _, v := range d.Warnings {
 		if len(have) < maxWarningHeaders {
-			msg := strings.ReplaceAll(client.Printable(v.Msg), `"`, `'`)
+			msg := strings.ReplaceAll(wire.Printable(v.Msg), `"`, `'`)
 			c.Response().Header().Add("Warning", fmt.Sprintf(`299 sandgate "%s: %s"`, v.Rule, truncate(msg, 200)))
 		}
 		have = append(have, v)

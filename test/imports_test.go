@@ -31,15 +31,17 @@ func TestNoPackageOfNomadItselfIsLinked(t *testing.T) {
 
 // policies imports only OPA and the standard library, render only Nomad's api
 // module (STYLE.md): the policy never reaches out, the renderer stays pure.
-// render/isolation and gateway/client import the standard library only: the
-// script renderer is pure, and programs outside sandgate import the client.
+// render/isolation and gateway/wire import the standard library only, and
+// gateway/client besides only gateway/wire: the script renderer is pure,
+// and programs outside sandgate import the client and the wire types.
 func TestLeafPackagesImportNoSibling(t *testing.T) {
 	t.Parallel()
 	for pkg, allowed := range map[string][]string{
 		"sandgate/policies":         {"github.com/open-policy-agent/opa/"},
 		"sandgate/render":           {"github.com/hashicorp/nomad/api"},
 		"sandgate/render/isolation": {},
-		"sandgate/gateway/client":   {},
+		"sandgate/gateway/client":   {"sandgate/gateway/wire"},
+		"sandgate/gateway/wire":     {},
 	} {
 		out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, pkg).CombinedOutput() //nolint:gosec // pkg is one of the literals above
 		if err != nil {
@@ -56,6 +58,18 @@ func TestLeafPackagesImportNoSibling(t *testing.T) {
 			if !ok {
 				t.Errorf("%s imports %s", pkg, imp)
 			}
+		}
+	}
+}
+
+// The gateway and the client share the wire types (gateway/wire), never
+// each other: the gateway's code links no client, so the client is only
+// ever a caller of the API.
+func TestTheGatewayLinksNoClient(t *testing.T) {
+	t.Parallel()
+	for _, dep := range goList(t, "{{join .Deps \"\\n\"}}", "sandgate/gateway") {
+		if dep == "sandgate/gateway/client" {
+			t.Errorf("sandgate/gateway links %s", dep)
 		}
 	}
 }

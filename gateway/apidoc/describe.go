@@ -9,37 +9,16 @@ import (
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
+
+	"sandgate/gateway/wire"
 )
 
 // Problem codes every route that takes a token can answer, besides its own.
 var tokenProblems = []string{"unauthenticated", "token_expired", "policy_denied", "header_too_large", "unavailable", "internal_error"}
 
-// problemStatus is the HTTP status of each problem code (docs/api.md's
-// table; a gateway test checks it names every code the gateway has).
-var problemStatus = map[string]int{
-	"invalid_request": 400, "incomplete_body": 400,
-	"unauthenticated": 401, "token_expired": 401,
-	"policy_denied": 403, "path_escapes_roots": 403,
-	"sandbox_not_found": 404, "not_found": 404, "host_not_found": 404, "token_not_found": 404, "file_not_found": 404,
-	"method_not_allowed":  405,
-	"sandbox_not_running": 409, "host_not_enrolled": 409, "sandboxes_live": 409, "no_enrolled_node": 409,
-	"is_a_directory": 409, "not_a_directory": 409, "directory_not_empty": 409, "write_failed": 409,
-	"sandbox_expired": 410, "sandbox_ended": 410, "sandbox_lost": 410,
-	"request_timeout":   408,
-	"length_required":   411,
-	"payload_too_large": 413,
-	"file_too_large":    422, "not_a_regular_file": 422, "image_lacks_tools": 422, "idempotency_key_reused": 422,
-	"evaluation_deadline_exceeded": 422, "candidate_exceeded_limits": 422,
-	"budget_exhausted": 429, "policy_busy": 429, "rate_limited": 429, "placement_failed": 429, // placement_failed: 503 too
-	"header_too_large":  431,
-	"internal_error":    500,
-	"nomad_unavailable": 503, "unavailable": 503,
-	"files_timeout": 504,
-}
-
-// ProblemStatus is the HTTP status the document gives a problem code; 0
-// for a code it does not know.
-func ProblemStatus(code string) int { return problemStatus[code] }
+// ProblemStatus is the HTTP status the document gives a problem code
+// (wire.Status, docs/api.md's table); 0 for a code it does not know.
+func ProblemStatus(code string) int { return wire.Status(code) }
 
 // describe completes every operation's description from the bundle: who
 // may call it (the route table), the rules that can refuse it with their
@@ -137,7 +116,7 @@ func describeOperation(d *openapi3.T, f Facts, titles map[string][]string, path,
 		sb.WriteString("\n\nErrors (application/problem+json; branch on code):")
 		byStatus := map[int][]string{}
 		for _, code := range problems {
-			st := problemStatus[code]
+			st := wire.Status(code)
 			byStatus[st] = append(byStatus[st], code)
 			fmt.Fprintf(&sb, "\n- %d %s: %s", st, code, f.ProblemTitles[code])
 		}

@@ -2,7 +2,6 @@ package client
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"math"
 	"mime"
@@ -10,109 +9,76 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
+
+	"sandgate/gateway/wire"
 )
 
-// Problem codes of docs/api.md ("Errors"). Branch on Problem.Code.
+// Problem codes of docs/api.md ("Errors"), declared once in
+// sandgate/gateway/wire for the gateway and the client. Branch on
+// Problem.Code.
 const (
-	CodeInvalidRequest    = "invalid_request"
-	CodeUnauthenticated   = "unauthenticated"
-	CodeTokenExpired      = "token_expired"
-	CodePolicyDenied      = "policy_denied"
-	CodeSandboxNotFound   = "sandbox_not_found"
-	CodeSandboxNotRunning = "sandbox_not_running"
-	CodeNoEnrolledNode    = "no_enrolled_node"
-	CodeSandboxExpired    = "sandbox_expired"
-	CodeSandboxEnded      = "sandbox_ended"
-	CodeSandboxLost       = "sandbox_lost"
-	CodeHeaderTooLarge    = "header_too_large"
-	CodePayloadTooLarge   = "payload_too_large"
-	CodeBudgetExhausted   = "budget_exhausted"
-	CodeNomadUnavailable  = "nomad_unavailable"
-	CodeUnavailable       = "unavailable"
+	CodeInvalidRequest    = wire.CodeInvalidRequest
+	CodeUnauthenticated   = wire.CodeUnauthenticated
+	CodeTokenExpired      = wire.CodeTokenExpired
+	CodePolicyDenied      = wire.CodePolicyDenied
+	CodeSandboxNotFound   = wire.CodeSandboxNotFound
+	CodeRouteNotFound     = wire.CodeRouteNotFound
+	CodeMethodNotAllowed  = wire.CodeMethodNotAllowed
+	CodeRequestTimeout    = wire.CodeRequestTimeout
+	CodeSandboxNotRunning = wire.CodeSandboxNotRunning
+	CodeNoEnrolledNode    = wire.CodeNoEnrolledNode
+	CodeSandboxExpired    = wire.CodeSandboxExpired
+	CodeSandboxEnded      = wire.CodeSandboxEnded
+	CodeSandboxLost       = wire.CodeSandboxLost
+	CodeHeaderTooLarge    = wire.CodeHeaderTooLarge
+	CodePayloadTooLarge   = wire.CodePayloadTooLarge
+	CodeBudgetExhausted   = wire.CodeBudgetExhausted
+	CodeRateLimited       = wire.CodeRateLimited
+	CodeInternalError     = wire.CodeInternalError
+	CodeNomadUnavailable  = wire.CodeNomadUnavailable
+	CodeUnavailable       = wire.CodeUnavailable
 	// CodePlacementFailed: Nomad refused to place the sandbox (429 when the
 	// node was full, 503 otherwise) or its task failed to start; nothing
 	// is left and the budget is released. Retry-After says when to retry.
-	CodePlacementFailed = "placement_failed"
+	CodePlacementFailed = wire.CodePlacementFailed
+
+	// Hosts and tokens.
+	CodeHostNotFound    = wire.CodeHostNotFound
+	CodeHostNotEnrolled = wire.CodeHostNotEnrolled
+	CodeSandboxesLive   = wire.CodeSandboxesLive
+	CodeTokenNotFound   = wire.CodeTokenNotFound
+
+	// Policy evaluation and idempotency.
+	CodePolicyBusy                 = wire.CodePolicyBusy
+	CodeEvaluationDeadlineExceeded = wire.CodeEvaluationDeadlineExceeded
+	CodeCandidateExceededLimits    = wire.CodeCandidateExceededLimits
+	CodeIdempotencyKeyReused       = wire.CodeIdempotencyKeyReused
 
 	// The files API's (WriteFile, ReadFile, ListFiles, DeleteFile).
-	CodeLengthRequired    = "length_required"     // 411: a write without its size
-	CodeFileNotFound      = "file_not_found"      // 404
-	CodePathEscapesRoots  = "path_escapes_roots"  // 403: a symbolic link leads out of files.roots
-	CodeIsDirectory       = "is_a_directory"      // 409: a write onto a directory
-	CodeNotDirectory      = "not_a_directory"     // 409: a component on the way is a file
-	CodeDirectoryNotEmpty = "directory_not_empty" // 409: a delete without recursive
-	CodeNotRegularFile    = "not_a_regular_file"  // 422: a FIFO, socket or device
-	CodeFileTooLarge      = "file_too_large"      // 422: beyond files.max_read_bytes
-	CodeImageLacksTools   = "image_lacks_tools"   // 422: the image has no sh, cat, stat...
-	CodeIncompleteBody    = "incomplete_body"     // 400: fewer bytes than the size arrived; nothing written
-	CodeWriteFailed       = "write_failed"        // 409: a read-only or full filesystem, no permission
-	CodeFilesTimeout      = "files_timeout"       // 504: beyond files.timeout_seconds
+	CodeLengthRequired    = wire.CodeLengthRequired    // 411: a write without its size
+	CodeFileNotFound      = wire.CodeFileNotFound      // 404
+	CodePathEscapesRoots  = wire.CodePathEscapesRoots  // 403: a symbolic link leads out of files.roots
+	CodeIsDirectory       = wire.CodeIsDirectory       // 409: a write onto a directory
+	CodeNotDirectory      = wire.CodeNotDirectory      // 409: a component on the way is a file
+	CodeDirectoryNotEmpty = wire.CodeDirectoryNotEmpty // 409: a delete without recursive
+	CodeNotRegularFile    = wire.CodeNotRegularFile    // 422: a FIFO, socket or device
+	CodeFileTooLarge      = wire.CodeFileTooLarge      // 422: beyond files.max_read_bytes
+	CodeImageLacksTools   = wire.CodeImageLacksTools   // 422: the image has no sh, cat, stat...
+	CodeIncompleteBody    = wire.CodeIncompleteBody    // 400: fewer bytes than the size arrived; nothing written
+	CodeWriteFailed       = wire.CodeWriteFailed       // 409: a read-only or full filesystem, no permission
+	CodeFilesTimeout      = wire.CodeFilesTimeout      // 504: beyond files.timeout_seconds
 )
 
-// Violation is one broken policy rule check.
-type Violation struct {
-	Rule string `json:"rule"`
-	Msg  string `json:"msg"`
-}
+// Violation is one broken policy rule check; Mode is "warn" on a warning.
+type Violation = wire.Violation
 
 // Problem is a non-2xx answer of the API: the RFC 9457 problem document
-// the gateway wrote, with sandgate's extension members. When the body was
-// not a problem document (a proxy's error page, say), Status still holds
-// the HTTP status, Title its text and Detail a short excerpt of the body.
-type Problem struct {
-	// Status is the HTTP status of the answer (authoritative over the
-	// document's own "status" member).
-	Status int    `json:"status"`
-	Type   string `json:"type,omitempty"`
-	// Code is the stable, machine-readable part: one of the Code* constants.
-	Code   string `json:"code,omitempty"`
-	Title  string `json:"title,omitempty"`
-	Detail string `json:"detail,omitempty"`
-	// Field names the request field a 400 is about.
-	Field string `json:"field,omitempty"`
-	// RuleIDs are the policy rules that decided, e.g. ["T2"].
-	RuleIDs    []string    `json:"rule_ids,omitempty"`
-	Violations []Violation `json:"violations,omitempty"`
-	DecisionID string      `json:"decision_id,omitempty"`
-	RequestID  string      `json:"request_id,omitempty"`
-	// EndReason and EndedAt say why and when a sandbox ended (410 sandbox_ended).
-	EndReason string     `json:"end_reason,omitempty"`
-	EndedAt   *time.Time `json:"ended_at,omitempty"`
-	// SandboxID names the sandbox a create made and that failed
-	// (placement_failed).
-	SandboxID string `json:"sandbox_id,omitempty"`
-	// RetryAfter is the answer's Retry-After header (429, 503); zero when absent.
-	RetryAfter time.Duration `json:"-"`
-}
-
-// Error reads "403 policy_denied: T2: session token is bound to another sandbox".
-func (p *Problem) Error() string {
-	what := p.Code
-	if what == "" {
-		what = strings.ToLower(http.StatusText(p.Status))
-	}
-	s := fmt.Sprintf("%d %s", p.Status, what)
-	if p.Detail != "" {
-		s += ": " + p.Detail
-	}
-	return s
-}
-
-// Denied reports whether a policy decided this answer: a 403
-// policy_denied, or a 409 or 429 that names the rules it broke (a budget
-// or a node state). A 401 (a bad, expired or revoked token) is not a denial.
-func (p *Problem) Denied() bool {
-	if p.Code == CodePolicyDenied {
-		return true
-	}
-	switch p.Status {
-	case http.StatusForbidden, http.StatusConflict, http.StatusTooManyRequests:
-		return len(p.RuleIDs) > 0
-	}
-	return false
-}
+// the gateway wrote, with sandgate's extension members (wire.Problem).
+// When the body was not a problem document (a proxy's error page, say),
+// Status still holds the HTTP status, Title its text and Detail a short
+// excerpt of the body; RetryAfter is the Retry-After header. Error and
+// Denied read it.
+type Problem = wire.Problem
 
 // maxProblemBody bounds how much of an error body is read.
 const maxProblemBody = 64 << 10
@@ -129,7 +95,7 @@ func readProblem(resp *http.Response) *Problem {
 		if err := json.Unmarshal(data, p); err != nil || (p.Code == "" && p.Title == "" && p.Detail == "") {
 			p = &Problem{Detail: excerpt(data)}
 		}
-		p.printableMembers()
+		printableMembers(p)
 	} else {
 		p.Detail = excerpt(data)
 	}
@@ -150,34 +116,24 @@ func excerpt(b []byte) string {
 	return strings.Join(strings.Fields(Printable(string(b))), " ")
 }
 
-// Printable is s as text a terminal shows as it is: white space (a
-// newline, a tab, a no-break or line separator) and invalid bytes become a
-// plain space, and every other character that is not printable is dropped
-// (C0 and C1 controls such as ESC and CSI, bidi overrides). A problem's
-// members pass through it, so a detail that quotes a task's error cannot
-// steer the terminal that prints it.
-func Printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r == utf8.RuneError, unicode.IsSpace(r):
-			return ' '
-		case !unicode.IsPrint(r):
-			return -1
-		}
-		return r
-	}, s)
-}
+// Printable is s as text a terminal shows as it is: white space and
+// invalid bytes become a plain space, and every other character that is not
+// printable is dropped (wire.Printable). A problem's members pass through
+// it, so a detail that quotes a task's error cannot steer the terminal that
+// prints it.
+func Printable(s string) string { return wire.Printable(s) }
 
 // printableMembers passes every text member of p through Printable.
-func (p *Problem) printableMembers() {
-	for _, f := range []*string{&p.Type, &p.Code, &p.Title, &p.Detail, &p.Field, &p.DecisionID, &p.RequestID, &p.EndReason, &p.SandboxID} {
+func printableMembers(p *Problem) {
+	for _, f := range []*string{&p.Type, &p.Code, &p.Title, &p.Detail, &p.Field, &p.DecisionID, &p.RequestID, &p.EndReason, &p.Limit, &p.SandboxID} {
 		*f = Printable(*f)
 	}
 	for i := range p.RuleIDs {
 		p.RuleIDs[i] = Printable(p.RuleIDs[i])
 	}
 	for i := range p.Violations {
-		p.Violations[i].Rule, p.Violations[i].Msg = Printable(p.Violations[i].Rule), Printable(p.Violations[i].Msg)
+		v := &p.Violations[i]
+		v.Rule, v.Msg, v.Mode = Printable(v.Rule), Printable(v.Msg), Printable(v.Mode)
 	}
 }
 

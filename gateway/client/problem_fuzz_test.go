@@ -50,7 +50,7 @@ func FuzzReadProblem(f *testing.F) {
 		isDoc := (mt == "application/problem+json" || mt == "application/json") &&
 			json.Unmarshal(data, &doc) == nil && (doc.Code != "" || doc.Title != "" || doc.Detail != "")
 		if isDoc {
-			doc.printableMembers()
+			printableMembers(&doc)
 			if p.Type != doc.Type || p.Code != doc.Code || p.Detail != doc.Detail || p.Field != doc.Field ||
 				!slices.Equal(p.RuleIDs, doc.RuleIDs) || !slices.Equal(p.Violations, doc.Violations) ||
 				p.DecisionID != doc.DecisionID || p.RequestID != doc.RequestID ||

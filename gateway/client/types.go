@@ -1,6 +1,10 @@
 package client
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"sandgate/gateway/wire"
+)
 
 // The API's objects, field for field as docs/api.md shows them. Times are
 // the RFC 3339 UTC strings the gateway sends (empty when unset), kept as
@@ -30,40 +34,15 @@ func (c Capabilities) Has(name string) bool {
 
 // Sandbox states.
 const (
-	StateStarting = "starting"
-	StateRunning  = "running"
-	StateFailed   = "failed"
-	StateEnded    = "ended"
+	StateStarting = wire.StateStarting
+	StateRunning  = wire.StateRunning
+	StateFailed   = wire.StateFailed
+	StateEnded    = wire.StateEnded
 )
 
-// Sandbox is the sandbox object.
-type Sandbox struct {
-	ID        string            `json:"id"`
-	State     string            `json:"state"`
-	Node      string            `json:"node"`
-	Profile   string            `json:"profile"`
-	Network   string            `json:"network"`
-	Image     string            `json:"image"`
-	CPUMHz    int64             `json:"cpu_mhz"`
-	MemoryMB  int64             `json:"memory_mb"`
-	Principal string            `json:"principal"`
-	CreatedAt string            `json:"created_at"`
-	ExpiresAt string            `json:"expires_at"`
-	CeilingAt string            `json:"ceiling_at"`
-	Labels    map[string]string `json:"labels"`
-	EndedAt   string            `json:"ended_at,omitempty"`
-	EndReason string            `json:"end_reason,omitempty"`
-	LastError string            `json:"last_error,omitempty"`
-	// Token is the session token: in the create answer only, and only
-	// when the sandbox did not fail.
-	Token string `json:"token,omitempty"`
-	// Clamped is in the extend answer only: true when the lifetime
-	// ceiling cut the requested TTL.
-	Clamped *bool `json:"clamped,omitempty"`
-	// TokenReissued is in the answer to a repeated keyed create only: true
-	// when Token is a fresh session token.
-	TokenReissued *bool `json:"token_reissued,omitempty"`
-}
+// Sandbox is the sandbox object, as the gateway writes it (wire.Sandbox):
+// Warnings holds the rules in warn mode the request violated.
+type Sandbox = wire.Sandbox
 
 // CreateRequest is the body of POST /v1/sandboxes. Zero fields are left
 // out, and the policy bundle's defaults apply.
@@ -220,25 +199,12 @@ const (
 	RoleReviewer = "reviewer"
 )
 
-// Token is an operator or agent token's record.
-type Token struct {
-	ID        string `json:"id"`
-	Role      string `json:"role"`
-	Subject   string `json:"subject"`
-	Label     string `json:"label"`
-	CreatedAt string `json:"created_at"`
-	ExpiresAt string `json:"expires_at"`
-	LastUsed  string `json:"last_used"`
-	RevokedAt string `json:"revoked_at"`
-	Quota     *Quota `json:"quota,omitempty"`
-	// Token is the secret: in the mint answer only.
-	Token string `json:"token,omitempty"`
-}
+// Token is an operator or agent token's record (wire.Token); Token.Token,
+// the secret, is in the mint answer only.
+type Token = wire.Token
 
 // Quota bounds an agent principal (B3).
-type Quota struct {
-	MaxLiveSandboxes int64 `json:"max_live_sandboxes"`
-}
+type Quota = wire.Quota
 
 // MintRequest is the body of POST /v1/tokens.
 type MintRequest struct {
