@@ -39,8 +39,10 @@ import (
 //
 // A body that does not arrive in time is answered 408 request_timeout
 // (Connection: close) when the handler was reading it; when no handler
-// reads it (a body sent to a route that takes none), the answer is sent
-// and the connection closed once the deadline passes.
+// reads it (a body sent to a route that takes none, a file PUT refused on
+// its Content-Length), net/http reads what is left of it before the answer
+// when that is at most 256 KiB (bounded by the same deadline), and
+// otherwise sends the answer at once and closes the connection.
 
 // streamProgressBytes is how much of a streamed body must arrive to start
 // the read deadline's count again.
@@ -85,12 +87,22 @@ func (s *Server) deadlines(next echo.HandlerFunc) echo.HandlerFunc {
 			// Until the handler reads, the deadline runs from now: it also
 			// bounds net/http's discarding of a body nobody reads.
 			_ = rc.SetReadDeadline(now.Add(s.cfg.ReadTimeout))
-			b := &deadlineBody{ReadCloser: req.Body, rc: rc, timeout: s.cfg.ReadTimeout}
+			orig := req.Body
+			b := &deadlineBody{ReadCloser: orig, rc: rc, timeout: s.cfg.ReadTimeout}
 			if c.Path() == filesRoute && req.Method == http.MethodPut {
 				b.progress = streamProgressBytes
 			}
 			req.Body = b
 			c.Set(ctxDeadlineBody, b)
+			// net/http writes a buffered answer after the handler returns,
+			// and first judges the unread rest of the body by its own type:
+			// more than 256 KiB left is not read (the connection closes
+			// after the answer), less is discarded. Behind the wrapper it
+			// would read up to 256 KiB of any body, so a file PUT refused on
+			// its Content-Length waited for bytes the client never sends
+			// until the read deadline, and its 403 came 30 s late or not at
+			// all. Give it back its own body once the handler is done.
+			defer func() { req.Body = orig }()
 		}
 		return next(c)
 	}

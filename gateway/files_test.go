@@ -151,28 +151,17 @@ func TestFilesAreConfinedByThePolicyAndTheScript(t *testing.T) {
 		t.Fatalf("field %v", p["field"])
 	}
 	// Larger than files.max_write_bytes: refused on its Content-Length
-	// before a byte is read.
+	// before a byte is read, while the client still holds back the body.
 	// (net/http's client will not send a body shorter than its
 	// Content-Length, so the request is written by hand.)
-	conn, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "PUT %s HTTP/1.1\r\nHost: sandgate\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\nx", filesPath(id, "/workspace/big"), session, 64<<20+1)
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	big, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(big), `"F2"`) {
-		t.Fatalf("oversized put: %d %s", resp.StatusCode, big)
+	big := oversizedPut(t, h.url, filesPath(id, "/workspace/big"), session)
+	if !strings.Contains(big, `"F2"`) {
+		t.Fatalf("oversized put: %s", big)
 	}
 	// A chunked body (no Content-Length) is 411.
 	req, _ := http.NewRequest(http.MethodPut, h.url+filesPath(id, "/workspace/chunked"), io.MultiReader(strings.NewReader("abc")))
 	req.Header.Set("Authorization", "Bearer "+session)
-	resp, err = http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,5 +334,48 @@ func TestAFileLargerThanOneReadIsReadInWindows(t *testing.T) {
 	if res.IsError || out["returned_bytes"] != float64(1000) || out["truncated"] != true || out["next_offset"] != float64(1100) ||
 		out["content"] != string(data[100:1100]) || !strings.Contains(out["note"].(string), "max_bytes was lowered to 1000") {
 		t.Fatalf("read_file under a small max_read_bytes: %v", out)
+	}
+}
+
+// oversizedPut sends a file PUT whose Content-Length (64 MiB + 1) exceeds
+// files.max_write_bytes, with one byte of its body, and returns the body
+// of the 403 that must answer it while the rest of the body is still held
+// back (the connection closes after it). The server's read deadline is the
+// harness's; the wait here is bounded by the test's own deadline.
+func oversizedPut(t *testing.T, base, path, tok string) string {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if d, ok := t.Deadline(); ok {
+		_ = conn.SetReadDeadline(d.Add(-5 * time.Second))
+	}
+	fmt.Fprintf(conn, "PUT %s HTTP/1.1\r\nHost: sandgate\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\nx", path, tok, 64<<20+1)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("oversized put: no answer while its body is held back: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("oversized put: %d %s", resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+// A file PUT refused on its Content-Length is answered at once, not when
+// the read deadline for the body it never sends passes: before the fix
+// the answer waited for up to 256 KiB of body (net/http's discard, behind
+// the deadline wrapper) and came at the deadline, or the connection closed
+// without it. With an hour of read deadline, only the fix answers.
+func TestAnOversizedPutIsAnsweredWithoutWaitingForItsBody(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{config: func(c *gateway.Config) { c.ReadTimeout = time.Hour }})
+	id, session := h.create(h.operator, nil)
+	big := oversizedPut(t, h.url, filesPath(id, "/workspace/big"), session)
+	if !strings.Contains(big, `"F2"`) {
+		t.Fatalf("oversized put: %s", big)
 	}
 }
