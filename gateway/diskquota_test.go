@@ -127,7 +127,7 @@ func TestATreeShapedAgainstTheWalkCountsAsOverTheQuota(t *testing.T) {
 
 func TestTheDiskQuotaEndsNothingWhenItCannotJudge(t *testing.T) {
 	t.Parallel()
-	const quotaRef = "q := _cfg.docker.task_dirs.quota_mb"
+	const quotaRef = "q := cfg.docker.task_dirs.quota_mb"
 	const h5 = `violations contains {"rule": "H5", "msg": msg} if {`
 	cases := map[string]struct {
 		edit  func(path string, data []byte) ([]byte, error)
@@ -140,7 +140,7 @@ func TestTheDiskQuotaEndsNothingWhenItCannotJudge(t *testing.T) {
 			if !strings.Contains(string(data), quotaRef) {
 				return nil, fmt.Errorf("reclaim.rego no longer reads %q", quotaRef)
 			}
-			return []byte(strings.Replace(string(data), quotaRef, "q := _cfg.docker.task_dirs.quota_mib", 1)), nil
+			return []byte(strings.Replace(string(data), quotaRef, "q := cfg.docker.task_dirs.quota_mib", 1)), nil
 		}},
 		"an engine error (a malformed H5 violation)": {edit: func(path string, data []byte) ([]byte, error) {
 			if path != "reclaim/reclaim.rego" {
