@@ -52,7 +52,7 @@ type world struct {
 // reaches, compiled once: the suite sends hundreds of requests per token on
 // a clock that stands still, so the embedded numbers would refuse all but
 // the first few with 429 rate_limited. Every other rule and value is the
-// embedded bundle's; fair use has its own tests (gateway/ratelimit_test.go).
+// embedded bundle's; fair use has its own tests (gateway/middleware_ratelimit_test.go).
 var (
 	attackEngineOnce sync.Once
 	attackEngine     *policies.Engine

@@ -573,7 +573,7 @@ func TestAStreamingExecWhoseNodesAgentGoesSilent(t *testing.T) {
 		node    = "worker-stream-silent"
 		timeout = 5 * time.Second
 		// The gateway's bound on a stream: its timeout, the wrapper's kill
-		// delay (gateway/exec.go killAfter) and ExecGrace (default 10 s).
+		// delay (gateway/route_exec.go killAfter) and ExecGrace (default 10 s).
 		bound = timeout + 5*time.Second + 10*time.Second
 	)
 	a, g := ownNode(t, gwNode{Name: node})

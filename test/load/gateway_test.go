@@ -67,7 +67,7 @@ func startGateway(t testing.TB, o options) *gw {
 	g.closers = append(g.closers, g.transport.CloseIdleConnections)
 	ctx := context.Background()
 	// Rate limits (Q1) no load reaches: these tests measure throughput,
-	// budgets and leaks, not fair use (gateway/ratelimit_test.go).
+	// budgets and leaks, not fair use (gateway/middleware_ratelimit_test.go).
 	engine, err := policies.New(ctx, policies.Config{Dir: gatewaytest.BundleWithRateLimits(t, gatewaytest.GenerousRateLimits())})
 	if err != nil {
 		t.Fatal(err)

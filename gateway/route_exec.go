@@ -2,14 +2,19 @@ package gateway
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
 	"sandgate/nomad"
+	"sandgate/policies"
 	"sandgate/render/execwrap"
 	"sandgate/store"
 )
@@ -190,4 +195,112 @@ func (b *cappedBuffer) result() (string, int64, bool) {
 		}
 	}
 	return string(kept), b.total, truncated
+}
+
+// execRequest is POST /v1/sandboxes/{id}/exec.
+type execRequest struct {
+	Argv  []string `json:"argv"`
+	Stdin *string  `json:"stdin"`
+	// StdinBase64 is stdin as standard base64, for bytes that are not
+	// UTF-8 text; at most one of stdin and stdin_base64.
+	StdinBase64    *string           `json:"stdin_base64"`
+	TimeoutSeconds *int64            `json:"timeout_seconds"`
+	Workdir        *string           `json:"workdir"`
+	Env            map[string]string `json:"env"`
+	// MaxOutputBytes caps each of stdout and stderr below the policy's
+	// exec.max_output_bytes (E2), which is also the default.
+	MaxOutputBytes *int64 `json:"max_output_bytes"`
+
+	stdin    []byte // stdin or the decoded stdin_base64
+	stdinErr error  // stdin_base64 that does not decode
+	decoded  bool
+}
+
+func (r *execRequest) required() bool { return true }
+
+// stdinBytes returns what the command reads on stdin, decoding
+// stdin_base64 once.
+func (r *execRequest) stdinBytes() ([]byte, error) {
+	if !r.decoded {
+		r.decoded = true
+		switch {
+		case r.StdinBase64 != nil:
+			r.stdin, r.stdinErr = base64.StdEncoding.DecodeString(*r.StdinBase64)
+		case r.Stdin != nil:
+			r.stdin = []byte(*r.Stdin)
+		}
+	}
+	return r.stdin, r.stdinErr
+}
+
+func (r *execRequest) policyBody() policies.RequestBody {
+	b := policies.RequestBody{Argv: r.Argv, TimeoutSeconds: r.TimeoutSeconds, MaxOutputBytes: r.MaxOutputBytes}
+	if r.Stdin != nil || r.StdinBase64 != nil {
+		in, err := r.stdinBytes()
+		n := int64(len(in))
+		if err != nil { // refused by check as 400; the bound holds meanwhile
+			n = int64(len(*r.StdinBase64))
+		}
+		b.StdinBytes = &n
+	}
+	if r.Env != nil {
+		n, size := int64(len(r.Env)), int64(0)
+		names := make([]string, 0, len(r.Env))
+		for k, v := range r.Env {
+			size += int64(len(k) + 1 + len(v))
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		b.EnvCount, b.EnvBytes, b.EnvNames = &n, &size, names
+	}
+	b.Workdir = r.Workdir
+	return b
+}
+
+// check refuses what the wrapper cannot carry, whatever the policy
+// allows; the policy judges names (E1: exec.env_name_pattern and
+// exec.reserved_env_prefixes), sizes (E1, E2) and the workdir (E1: a
+// normalised absolute path under one of exec.workdir_roots). The workdir
+// test here only adds a refusal under a bundle that would let a relative
+// or NUL-holding path through: it is never what confines the workdir.
+func (r *execRequest) check(*Server) error {
+	if len(r.Argv) > 0 && strings.Contains(r.Argv[0], "=") {
+		return invalid("argv[0]", "must name a program, not an assignment (no '=')")
+	}
+	if r.Stdin != nil && r.StdinBase64 != nil {
+		return invalid("stdin_base64", "give stdin or stdin_base64, not both")
+	}
+	if _, err := r.stdinBytes(); err != nil {
+		return invalid("stdin_base64", "is not standard base64 (RFC 4648, with padding): %v", err)
+	}
+	for k, v := range r.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return invalid("env", "name %q must be non-empty, without '=' or NUL", k)
+		}
+		if strings.ContainsRune(v, 0) {
+			return invalid("env."+k, "must not contain a NUL byte")
+		}
+	}
+	if r.Workdir != nil {
+		w := *r.Workdir
+		if !strings.HasPrefix(w, "/") || strings.ContainsRune(w, 0) {
+			return invalid("workdir", "must be an absolute path without NUL bytes")
+		}
+	}
+	return nil
+}
+
+// logsQuery reads ?stream=&tail_bytes= for the policy; a tail_bytes that
+// is not an integer is a 400 naming it.
+func logsQuery(c echo.Context) (policies.RequestQuery, error) {
+	var q policies.RequestQuery
+	q.Stream = c.QueryParam("stream")
+	if v := c.QueryParam("tail_bytes"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return q, invalid("tail_bytes", "must be an integer, got %q", truncate(v, 32))
+		}
+		q.TailBytes = &n
+	}
+	return q, nil
 }

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/nomad/api"
 	"github.com/labstack/echo/v4"
@@ -395,4 +397,50 @@ func (s *Server) watchStart(rec store.Sandbox, evalID string) {
 			}
 		}
 	}()
+}
+
+// createRequest is POST /v1/sandboxes.
+type createRequest struct {
+	Profile     *string           `json:"profile"`
+	Network     *string           `json:"network"`
+	TTLSeconds  *int64            `json:"ttl_seconds"`
+	Node        *string           `json:"node"`
+	CPUMHz      *int64            `json:"cpu_mhz"`
+	MemoryMB    *int64            `json:"memory_mb"`
+	Image       *string           `json:"image"`
+	Labels      map[string]string `json:"labels"`
+	WaitSeconds *int64            `json:"wait_seconds"`
+	// ReissueToken asks a create repeated with its Idempotency-Key for a
+	// fresh session token (T4).
+	ReissueToken *bool `json:"reissue_token"`
+}
+
+func (r *createRequest) required() bool { return false }
+
+func (r *createRequest) policyBody() policies.RequestBody {
+	return policies.RequestBody{
+		Profile: r.Profile, Network: r.Network, TTLSeconds: r.TTLSeconds,
+		CPUMHz: r.CPUMHz, MemoryMB: r.MemoryMB, Image: r.Image, Node: r.Node,
+		ReissueToken: r.ReissueToken,
+	}
+}
+
+func (r *createRequest) check(s *Server) error {
+	if len(r.Labels) > maxLabels {
+		return invalid("labels", "at most %d labels", maxLabels)
+	}
+	for k, v := range r.Labels {
+		if !labelKey.MatchString(k) {
+			return invalid("labels", "key %q must match %s", k, labelKey)
+		}
+		if len(v) > maxLabelValueSize || !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+			return invalid("labels."+k, "must be UTF-8 text of at most %d bytes", maxLabelValueSize)
+		}
+	}
+	if r.WaitSeconds != nil {
+		if maxW := int64(s.cfg.MaxWait.Seconds()); *r.WaitSeconds < 0 || *r.WaitSeconds > maxW {
+			return invalid("wait_seconds", "must be an integer in [0, %d]", maxW)
+		}
+	}
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"sandgate/gateway/testhook"
 	"sandgate/gateway/token"
 	"sandgate/gateway/wire"
+	"sandgate/policies"
 	"sandgate/store"
 )
 
@@ -207,4 +208,22 @@ func (s *Server) extendSandbox(c echo.Context) error {
 	v := viewOf(out)
 	v.Clamped = &clamped
 	return c.JSON(http.StatusOK, v)
+}
+
+// extendRequest is POST /v1/sandboxes/{id}/extend.
+type extendRequest struct {
+	TTLSeconds *int64 `json:"ttl_seconds"`
+}
+
+func (r *extendRequest) required() bool { return true }
+
+func (r *extendRequest) policyBody() policies.RequestBody {
+	return policies.RequestBody{TTLSeconds: r.TTLSeconds}
+}
+
+func (r *extendRequest) check(*Server) error {
+	if r.TTLSeconds == nil {
+		return invalid("ttl_seconds", "is required")
+	}
+	return nil
 }

@@ -2,10 +2,8 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"net/http"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -13,7 +11,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"sandgate/docs"
-	"sandgate/gateway/wire"
 	"sandgate/policies"
 )
 
@@ -110,20 +107,4 @@ func (s *Server) readyChecks(ctx context.Context) (bool, map[string]string) {
 	}
 	r.at, r.ready, r.checks = s.cfg.Now(), ready, checks
 	return ready, checks
-}
-
-// recoverPanics turns a panic into a logged 500 problem: the request is
-// refused and nothing half-done is reported as success.
-func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) (err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				s.log.Error("panic in handler", "route", c.Path(), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-				p := newProblem(http.StatusInternalServerError, wire.CodeInternalError, "an internal error occurred; the request was refused")
-				p.cause = fmt.Errorf("panic: %v", r)
-				err = p
-			}
-		}()
-		return next(c)
-	}
 }
