@@ -127,7 +127,8 @@ FUZZ_TARGETS := \
 	./gateway:FuzzFilesQuery \
 	./gateway:FuzzQueryParams \
 	./gateway:FuzzSandboxPathID \
-	./gateway:FuzzAuthorizationHeader
+	./gateway:FuzzAuthorizationHeader \
+	./internal/clip:FuzzString
 fuzz:
 	@found=$$(grep -rHoE '^func Fuzz[A-Za-z0-9_]+' --include='*_test.go' --exclude-dir=tools --exclude-dir=.build . | \
 		sed -E 's|^(.*)/[^/]*\.go:func (Fuzz.*)$$|\1:\2|' | sort -u); \

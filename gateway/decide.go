@@ -5,21 +5,65 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"net/http"
-	"time"
+	"errors"
 
 	"github.com/labstack/echo/v4"
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"sandgate/gateway/audit"
-	"sandgate/gateway/wire"
 	"sandgate/policies"
 )
 
+// The two ways a decision cannot be made. decide returns them wrapped in a
+// *DecisionError; the one error handler (fromError) answers both with a
+// 503, and a background loop logs them and acts on nothing: either way
+// sandgate fails closed.
+var (
+	// ErrUndecided: the engine returned an error (an evaluation error,
+	// an undefined decision, a cancelled context).
+	ErrUndecided = errors.New("the policy could not decide")
+	// ErrDecisionLog: the decision was made but could not be logged, so
+	// it is not acted on.
+	ErrDecisionLog = errors.New("the decision log could not be written")
+)
+
+// DecisionError is a decision that could not be made or logged: Kind is
+// ErrUndecided or ErrDecisionLog, Cause what went wrong, DecisionID the
+// decision's id when the engine gave one.
+type DecisionError struct {
+	Kind       error
+	Cause      error
+	DecisionID string
+}
+
+func (e *DecisionError) Error() string { return e.Kind.Error() + ": " + e.Cause.Error() }
+
+// Unwrap gives both Kind and Cause to errors.Is and errors.As.
+func (e *DecisionError) Unwrap() []error { return []error{e.Kind, e.Cause} }
+
+// requestFacts are what a decision line records of the HTTP request that
+// asked for it; a background loop's decision has none.
+type requestFacts struct {
+	Method, Route, RequestID, ClientRequestID, SandboxID string
+}
+
+// factsOf reads c's request facts for the decision log; nil for a nil c
+// (a decision asked for outside a request, such as Enroll at start).
+func factsOf(c echo.Context) *requestFacts {
+	if c == nil {
+		return nil
+	}
+	return &requestFacts{
+		Method: c.Request().Method, Route: c.Path(), SandboxID: c.Param("id"),
+		RequestID: requestIDOf(c), ClientRequestID: clientRequestIDOf(c),
+	}
+}
+
 // decide evaluates one entrypoint, logs the decision (allow or deny) and
-// counts it. An evaluation error or an unwritable decision log refuses the
-// request: sandgate fails closed.
-func (s *Server) decide(ctx context.Context, ep policies.Entrypoint, v ast.Value, doc any, principal string, c echo.Context) (policies.Decision, error) {
+// counts it. An evaluation error or an unwritable decision log is a
+// *DecisionError and the decision must not be acted on: sandgate fails
+// closed. req is the request that asked (nil for a background loop).
+func (s *Server) decide(ctx context.Context, ep policies.Entrypoint, v ast.Value, doc any, principal string, req *requestFacts) (policies.Decision, error) {
 	d, err := s.cfg.Engine.Decide(ctx, ep, v)
 	s.metrics.observeDecision(d, err)
 	docJSON, jerr := json.Marshal(doc)
@@ -61,27 +105,21 @@ func (s *Server) decide(ctx context.Context, ep policies.Entrypoint, v ast.Value
 		}
 		entry.Action = in.Action + " " + in.Reason + " " + in.Job.ID
 	}
-	if c != nil {
-		if id := c.Param("id"); id != "" {
-			entry.SandboxID = id
+	if req != nil {
+		if req.SandboxID != "" {
+			entry.SandboxID = req.SandboxID
 		}
-		entry.Method = c.Request().Method
-		entry.Route = c.Path()
-		entry.RequestID = requestIDOf(c)
-		entry.ClientRequestID = clientRequestIDOf(c)
+		entry.Method, entry.Route = req.Method, req.Route
+		entry.RequestID, entry.ClientRequestID = req.RequestID, req.ClientRequestID
 	}
 	if err != nil {
 		entry.Error = err.Error()
 	}
 	if lerr := s.cfg.Decisions.Write(entry); lerr != nil {
-		return d, unavailable("the decision log could not be written; the request was refused", lerr)
+		return d, &DecisionError{Kind: ErrDecisionLog, Cause: lerr, DecisionID: d.ID}
 	}
 	if err != nil {
-		p := newProblem(http.StatusServiceUnavailable, wire.CodeUnavailable, "the policy could not decide; the request was refused (fail closed)")
-		p.DecisionID = d.ID
-		p.cause = err
-		p.RetryAfter = 5 * time.Second
-		return d, p
+		return d, &DecisionError{Kind: ErrUndecided, Cause: err, DecisionID: d.ID}
 	}
 	return d, nil
 }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"sandgate/gateway/audit"
 	"sandgate/gateway/wire"
+	"sandgate/internal/clip"
 	"sandgate/policies"
 	"sandgate/store"
 )
@@ -30,7 +30,7 @@ func (s *Server) authorize(newBody func() requestBody) echo.MiddlewareFunc {
 			if err != nil {
 				return err
 			}
-			d, err := s.decide(ctx, policies.Authz, in.Value(), &in, cl.principal(), c)
+			d, err := s.decide(ctx, policies.Authz, in.Value(), &in, cl.principal(), factsOf(c))
 			if err != nil {
 				return err
 			}
@@ -178,7 +178,7 @@ func endedProblem(r store.Sandbox) *Problem {
 	}
 	detail += " (" + reason + ")"
 	if r.LastError != "" {
-		detail += ": " + audit.Truncate(r.LastError, 512)
+		detail += ": " + clip.String(r.LastError, 512)
 	}
 	p := newProblem(http.StatusGone, wire.CodeSandboxEnded, detail+"; create a new one")
 	p.EndReason = reason

@@ -86,6 +86,21 @@ func unavailable(detail string, cause error) *Problem {
 	return p
 }
 
+// decisionProblem answers a decision that could not be made or logged:
+// 503, retry in 5 s, nothing was changed (fail closed).
+func decisionProblem(de *DecisionError) *Problem {
+	detail := "the policy could not decide; the request was refused (fail closed)"
+	if errors.Is(de.Kind, ErrDecisionLog) {
+		detail = "the decision log could not be written; the request was refused"
+	}
+	p := unavailable(detail, de)
+	if errors.Is(de.Kind, ErrUndecided) {
+		// A decision that was not logged has no line to point at.
+		p.DecisionID = de.DecisionID
+	}
+	return p
+}
+
 // fromError maps any error to a problem. Unknown errors become a 503 when
 // they come from a dependency (store, Nomad) and a 500 otherwise: sandgate
 // fails closed, and the cause is logged, never shown.
@@ -93,6 +108,10 @@ func fromError(err error) *Problem {
 	var p *Problem
 	if errors.As(err, &p) {
 		return p
+	}
+	var de *DecisionError
+	if errors.As(err, &de) {
+		return decisionProblem(de)
 	}
 	var he *echo.HTTPError
 	if errors.As(err, &he) {

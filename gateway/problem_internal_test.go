@@ -1,6 +1,10 @@
 package gateway
 
 import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 
 	"sandgate/gateway/apidoc"
@@ -30,5 +34,33 @@ func TestTheOpenAPIDocumentKnowsEveryProblemCode(t *testing.T) {
 	}
 	if len(enum) != len(wire.Codes()) {
 		t.Errorf("the Problem schema names %d codes, the gateway has %d", len(enum), len(wire.Codes()))
+	}
+}
+
+// decide's errors are plain values mapped at the edge: each kind is a 503
+// with its own detail, and only an undecided one (whose line was written)
+// names its decision.
+func TestDecisionErrorsAreAnsweredAtTheEdge(t *testing.T) {
+	t.Parallel()
+	cause := errors.New("boom")
+	for _, tc := range []struct {
+		kind   error
+		detail string
+		id     string
+	}{
+		{ErrUndecided, "the policy could not decide", "d-1"},
+		{ErrDecisionLog, "the decision log could not be written", ""},
+	} {
+		err := fmt.Errorf("wrapped: %w", &DecisionError{Kind: tc.kind, Cause: cause, DecisionID: "d-1"})
+		if !errors.Is(err, tc.kind) || !errors.Is(err, cause) {
+			t.Fatalf("%v: errors.Is does not see the kind and the cause", err)
+		}
+		p := fromError(err)
+		if p.Status != http.StatusServiceUnavailable || p.Code != wire.CodeUnavailable || p.RetryAfter == 0 {
+			t.Errorf("%v: answered %d %s retry %v", tc.kind, p.Status, p.Code, p.RetryAfter)
+		}
+		if !strings.HasPrefix(p.Detail, tc.detail) || p.DecisionID != tc.id {
+			t.Errorf("%v: detail %q decision %q, want %q… and %q", tc.kind, p.Detail, p.DecisionID, tc.detail, tc.id)
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"regexp"
 	"strings"
@@ -101,10 +100,3 @@ const (
 	maxLabels         = 16
 	maxLabelValueSize = 256
 )
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return fmt.Sprintf("%s...", s[:n])
-}

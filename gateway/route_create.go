@@ -245,7 +245,7 @@ func (s *Server) reserveOn(c echo.Context, cl *caller, plan createPlan, cand can
 		if err != nil {
 			return fmt.Errorf("admission input: %w", err)
 		}
-		d, err := s.decide(ctx, policies.Admission, v, in, cl.principal(), c)
+		d, err := s.decide(ctx, policies.Admission, v, in, cl.principal(), factsOf(c))
 		if err != nil {
 			return err
 		}
@@ -261,6 +261,9 @@ func (s *Server) reserveOn(c echo.Context, cl *caller, plan createPlan, cand can
 		var p *Problem
 		if errors.As(err, &p) {
 			return reservation{}, p
+		}
+		if de := (*DecisionError)(nil); errors.As(err, &de) {
+			return reservation{}, de // the one error handler answers it (503)
 		}
 		if conflict := (*store.IdempotencyConflictError)(nil); errors.As(err, &conflict) {
 			return reservation{}, conflict // a racing repeat of the key: createSandbox answers its sandbox

@@ -13,6 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"sandgate/internal/clip"
 	"sandgate/nomad"
 	"sandgate/policies"
 	"sandgate/render/execwrap"
@@ -130,7 +131,7 @@ func (s *Server) sandboxLogs(c echo.Context) error {
 	default:
 		// E3 refuses it; with E3 in warn or dryrun mode the policy lets it
 		// through, and Nomad knows no other stream.
-		return invalid("stream", "must be stdout or stderr, got %q", truncate(stream, 32))
+		return invalid("stream", "must be stdout or stderr, got %q", clip.String(stream, 32))
 	}
 	tail := int64(st.Exec.MaxLogsTailBytes)
 	if q.TailBytes != nil {
@@ -298,7 +299,7 @@ func logsQuery(c echo.Context) (policies.RequestQuery, error) {
 	if v := c.QueryParam("tail_bytes"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return q, invalid("tail_bytes", "must be an integer, got %q", truncate(v, 32))
+			return q, invalid("tail_bytes", "must be an integer, got %q", clip.String(v, 32))
 		}
 		q.TailBytes = &n
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"sandgate/gateway/wire"
+	"sandgate/internal/clip"
 	"sandgate/nomad"
 	"sandgate/policies"
 	"sandgate/render/fileops"
@@ -78,7 +79,7 @@ func parseFilesQuery(c echo.Context) (filesQuery, error) {
 		}
 		n, err := strconv.ParseUint(m, 8, 32)
 		if err != nil || m == "" || len(m) > 6 {
-			return q, invalid("mode", "must be octal permission bits such as 0644, got %q", truncate(m, 16))
+			return q, invalid("mode", "must be octal permission bits such as 0644, got %q", clip.String(m, 16))
 		}
 		v := int64(n)
 		q.modeRaw, q.mode = &m, &v
@@ -93,7 +94,7 @@ func parseFilesQuery(c echo.Context) (filesQuery, error) {
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return q, invalid(name, "must be an integer, got %q", truncate(v, 32))
+			return q, invalid(name, "must be an integer, got %q", clip.String(v, 32))
 		}
 		*dst = &n
 	}
@@ -104,7 +105,7 @@ func parseFilesQuery(c echo.Context) (filesQuery, error) {
 		}
 		b, err := strconv.ParseBool(r)
 		if err != nil {
-			return q, invalid("recursive", "must be true or false, got %q", truncate(r, 16))
+			return q, invalid("recursive", "must be true or false, got %q", clip.String(r, 16))
 		}
 		q.recursive = b
 	}

@@ -312,7 +312,7 @@ func (s *Server) allowHosts(ctx context.Context, in *policies.HostsInput, h host
 	if err != nil {
 		return fmt.Errorf("hosts input: %w", err)
 	}
-	d, err := s.decide(ctx, policies.Hosts, v, in, principal, c)
+	d, err := s.decide(ctx, policies.Hosts, v, in, principal, factsOf(c))
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 
 	"sandgate/gateway/replay"
 	"sandgate/gateway/wire"
+	"sandgate/internal/clip"
 	"sandgate/policies"
 )
 
@@ -132,7 +133,7 @@ func (s *Server) evaluatePolicy(c echo.Context) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return invalid("body", "must be {entrypoint, input} or {request: {method, path, token_claims, body}}: %s", truncate(err.Error(), 120))
+		return invalid("body", "must be {entrypoint, input} or {request: {method, path, token_claims, body}}: %s", clip.String(err.Error(), 120))
 	}
 	if !s.evaluating.tryAcquire() {
 		return policyBusy("dry runs are", keyEvaluateConc, lim.EvaluateConcurrency, retryAfterOf(lim.EvaluateTimeout))
@@ -179,7 +180,7 @@ func (s *Server) evaluatePolicy(c echo.Context) error {
 			return invalid("input", "is required with entrypoint")
 		}
 		if in, err = policies.ParseInputBytes(req.Input); err != nil {
-			return invalid("input", "must be one JSON object: %s", truncate(err.Error(), 120))
+			return invalid("input", "must be one JSON object: %s", clip.String(err.Error(), 120))
 		}
 		doc = req.Input
 	}
@@ -190,7 +191,7 @@ func (s *Server) evaluatePolicy(c echo.Context) error {
 		return pastDeadline(ep, d.ID)
 	}
 	if err != nil {
-		p := newProblem(http.StatusUnprocessableEntity, wire.CodeInvalidRequest, "the policy could not decide on this input, which is a deny: "+truncate(err.Error(), 200))
+		p := newProblem(http.StatusUnprocessableEntity, wire.CodeInvalidRequest, "the policy could not decide on this input, which is a deny: "+clip.String(err.Error(), 200))
 		p.DecisionID = d.ID
 		return p
 	}
@@ -232,7 +233,7 @@ func (s *Server) dryRunInput(ctx context.Context, r dryRequest) (policies.AuthzI
 	rt, ok := s.routeOf(r.Method, c.Path())
 	if !ok {
 		return policies.AuthzInput{}, newProblem(http.StatusUnprocessableEntity, wire.CodeInvalidRequest,
-			"request: "+r.Method+" "+truncate(target.Path, 80)+" matches no route of this gateway (it would answer 404 before any decision)")
+			"request: "+r.Method+" "+clip.String(target.Path, 80)+" matches no route of this gateway (it would answer 404 before any decision)")
 	}
 	if rt.body == nil && body != http.NoBody {
 		return policies.AuthzInput{}, invalid("request.body", "the route takes no body")
@@ -346,7 +347,7 @@ func (s *Server) replayCandidate(c echo.Context) error {
 	case err == nil:
 		return c.JSON(http.StatusOK, rep)
 	case errors.As(err, &ce):
-		return newProblem(http.StatusUnprocessableEntity, wire.CodeInvalidRequest, "the candidate bundle does not load: "+truncate(ce.Reason, 400))
+		return newProblem(http.StatusUnprocessableEntity, wire.CodeInvalidRequest, "the candidate bundle does not load: "+clip.String(ce.Reason, 400))
 	case errors.As(err, &le):
 		key := map[string]string{replay.LimitMemory: keyReplayMemory, replay.LimitCPU: keyReplayCPU, replay.LimitWall: keyReplayTimeout}[le.Limit]
 		p := newProblem(http.StatusUnprocessableEntity, wire.CodeCandidateExceededLimits, fmt.Sprintf(
@@ -356,7 +357,7 @@ func (s *Server) replayCandidate(c echo.Context) error {
 		p.Limit = key
 		return p
 	case errors.Is(err, replay.ErrUnsupported), errors.Is(err, replay.ErrWorker):
-		return unavailable("the candidate could not be replayed, and nothing was changed: "+truncate(err.Error(), 300), err)
+		return unavailable("the candidate could not be replayed, and nothing was changed: "+clip.String(err.Error(), 300), err)
 	case c.Request().Context().Err() != nil:
 		return err
 	default:

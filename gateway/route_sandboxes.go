@@ -13,6 +13,7 @@ import (
 	"sandgate/gateway/testhook"
 	"sandgate/gateway/token"
 	"sandgate/gateway/wire"
+	"sandgate/internal/clip"
 	"sandgate/policies"
 	"sandgate/store"
 )
@@ -88,7 +89,7 @@ func listQuery(c echo.Context, cl *caller) (store.Query, error) {
 		switch k {
 		case "all", "state", "node", "label", "limit", "cursor", "principal":
 		default:
-			return store.Query{}, invalid(truncate(k, 32), "is not a parameter of this listing (all, state, node, label, limit, cursor, principal)")
+			return store.Query{}, invalid(clip.String(k, 32), "is not a parameter of this listing (all, state, node, label, limit, cursor, principal)")
 		}
 	}
 	q := store.Query{Node: c.QueryParam("node"), Cursor: c.QueryParam("cursor"), Limit: store.DefaultPageLimit}

@@ -3,11 +3,14 @@ package gateway_test
 import (
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"sandgate/gateway"
+	"sandgate/gateway/audit"
 	"sandgate/gateway/token"
 	"sandgate/nomad/nomadsim"
 	"sandgate/policies"
@@ -245,5 +248,37 @@ func TestReadyzFloodCostsOneNomadCallPerPeriod(t *testing.T) {
 	h.do(http.MethodGet, "/readyz", "", nil)
 	if n := h.sim.Requests(); n != 2 {
 		t.Fatalf("a probe after the cache period made %d calls in all, want 2", n)
+	}
+}
+
+// A decision that cannot be logged is not acted on: with the decision log
+// closed under it, a create is a 503 without a decision id (no line holds
+// it), Retry-After set, and nothing reaches Nomad or the store.
+func TestAnUnwritableDecisionLogFailsClosed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{config: func(c *gateway.Config) {
+		closed, err := audit.Open(audit.Config{Path: filepath.Join(t.TempDir(), "closed.jsonl")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := closed.Close(); err != nil {
+			t.Fatal(err)
+		}
+		c.Decisions = closed
+	}})
+	h.sim.ResetRequests()
+	r := h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{})
+	m := expectProblem(t, r, http.StatusServiceUnavailable, "unavailable")
+	if _, ok := m["decision_id"]; ok || r.header.Get("Retry-After") == "" {
+		t.Fatalf("want no decision_id and a Retry-After: %s", r.body)
+	}
+	if !strings.Contains(m["detail"].(string), "decision log") {
+		t.Fatalf("detail does not say the decision log failed: %s", r.body)
+	}
+	if n := h.sim.Requests(); n != 0 {
+		t.Fatalf("a refused request reached Nomad: %v", h.sim.RequestLog())
+	}
+	if recs, _ := h.st.List(t.Context(), store.Filter{}); len(recs) != 0 {
+		t.Fatalf("a refused request wrote %d records", len(recs))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"sandgate/gateway/wire"
+	"sandgate/internal/clip"
 	"sandgate/policies"
 )
 
@@ -29,7 +30,7 @@ func warn(c echo.Context, d policies.Decision) {
 	for _, v := range d.Warnings {
 		if len(have) < maxWarningHeaders {
 			msg := strings.ReplaceAll(wire.Printable(v.Msg), `"`, `'`)
-			c.Response().Header().Add("Warning", fmt.Sprintf(`299 sandgate "%s: %s"`, v.Rule, truncate(msg, 200)))
+			c.Response().Header().Add("Warning", fmt.Sprintf(`299 sandgate "%s: %s"`, v.Rule, clip.String(msg, 200)))
 		}
 		have = append(have, v)
 	}

@@ -31,9 +31,10 @@ func TestNoPackageOfNomadItselfIsLinked(t *testing.T) {
 
 // policies imports only OPA and the standard library, render only Nomad's api
 // module (STYLE.md): the policy never reaches out, the renderer stays pure.
-// render/isolation and gateway/wire import the standard library only, and
-// gateway/client besides only gateway/wire: the script renderer is pure,
-// and programs outside sandgate import the client and the wire types.
+// render/isolation, gateway/wire and internal/clip import the standard
+// library only, and gateway/client besides only gateway/wire: the script
+// renderer is pure, programs outside sandgate import the client and the
+// wire types, and every package may clip text.
 func TestLeafPackagesImportNoSibling(t *testing.T) {
 	t.Parallel()
 	for pkg, allowed := range map[string][]string{
@@ -42,6 +43,7 @@ func TestLeafPackagesImportNoSibling(t *testing.T) {
 		"sandgate/render/isolation": {},
 		"sandgate/gateway/client":   {"sandgate/gateway/wire"},
 		"sandgate/gateway/wire":     {},
+		"sandgate/internal/clip":    {},
 	} {
 		out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, pkg).CombinedOutput() //nolint:gosec // pkg is one of the literals above
 		if err != nil {

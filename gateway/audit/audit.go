@@ -16,7 +16,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
-	"unicode/utf8"
+
+	"sandgate/internal/clip"
 )
 
 // Entry is one decision.
@@ -166,17 +167,17 @@ const (
 func (e Entry) Bounded() Entry {
 	for _, f := range []*string{&e.DecisionID, &e.Entrypoint, &e.Revision, &e.InputSHA, &e.Principal,
 		&e.Method, &e.Route, &e.RequestID, &e.ClientRequestID, &e.SandboxID} {
-		*f = Truncate(*f, MaxFieldBytes)
+		*f = clip.String(*f, MaxFieldBytes)
 	}
-	e.Action = Truncate(e.Action, MaxTextBytes)
-	e.Error = Truncate(e.Error, MaxTextBytes)
+	e.Action = clip.String(e.Action, MaxTextBytes)
+	e.Error = clip.String(e.Error, MaxTextBytes)
 	ids := make([]string, 0, min(len(e.RuleIDs), MaxRuleIDs))
 	for i, r := range e.RuleIDs {
 		if i == MaxRuleIDs {
 			ids = append(ids, fmt.Sprintf("...(+%d rule ids)", len(e.RuleIDs)-MaxRuleIDs))
 			break
 		}
-		ids = append(ids, Truncate(r, 32))
+		ids = append(ids, clip.String(r, 32))
 	}
 	e.RuleIDs = ids
 	vs := make([]Violation, 0, min(len(e.Violations), MaxViolations))
@@ -184,7 +185,7 @@ func (e Entry) Bounded() Entry {
 		if i == MaxViolations {
 			break
 		}
-		vs = append(vs, Violation{Rule: Truncate(v.Rule, 32), Msg: Truncate(v.Msg, MaxViolationMsg), Mode: Truncate(v.Mode, 16)})
+		vs = append(vs, Violation{Rule: clip.String(v.Rule, 32), Msg: clip.String(v.Msg, MaxViolationMsg), Mode: clip.String(v.Mode, 16)})
 	}
 	e.Violations = vs
 	if len(e.Input) > MaxInputBytes {
@@ -207,30 +208,13 @@ func (e Entry) line() ([]byte, error) {
 			return append(line, '\n'), nil
 		}
 		for _, f := range []*string{&b.Principal, &b.Method, &b.Route, &b.ClientRequestID, &b.SandboxID} {
-			*f = Truncate(*f, field)
+			*f = clip.String(*f, field)
 		}
-		b.Action, b.Error = Truncate(b.Action, text), Truncate(b.Error, text)
+		b.Action, b.Error = clip.String(b.Action, text), clip.String(b.Error, text)
 		for i := range b.Violations {
-			b.Violations[i].Msg = Truncate(b.Violations[i].Msg, text/4)
+			b.Violations[i].Msg = clip.String(b.Violations[i].Msg, text/4)
 		}
 	}
-}
-
-// Truncate cuts s to at most max bytes (on a UTF-8 boundary), marking the
-// cut; shorter strings are returned as they are.
-func Truncate(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	mark := fmt.Sprintf("...(+%d bytes)", len(s))
-	keep := max - len(mark)
-	if keep < 0 {
-		keep = 0
-	}
-	for keep > 0 && !utf8.RuneStart(s[keep]) {
-		keep--
-	}
-	return s[:keep] + fmt.Sprintf("...(+%d bytes)", len(s)-keep)
 }
 
 // rotate shifts decisions.jsonl.N-1 to .N, the live file to .1, and opens

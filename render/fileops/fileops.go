@@ -49,6 +49,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"sandgate/internal/clip"
 )
 
 // Name is $0 of the script: what its own error messages start with.
@@ -280,7 +282,7 @@ type Stat struct {
 func ParseStat(line string) (Stat, error) {
 	f := strings.Fields(line)
 	if len(f) != 3 {
-		return Stat{}, fmt.Errorf("fileops: stat line %q is not SIZE MODE MTIME", truncate(line))
+		return Stat{}, fmt.Errorf("fileops: stat line %q is not SIZE MODE MTIME", clip.String(line, 64))
 	}
 	return statFields(f[0], f[1], f[2])
 }
@@ -288,15 +290,15 @@ func ParseStat(line string) (Stat, error) {
 func statFields(size, mode, mtime string) (Stat, error) {
 	n, err := strconv.ParseInt(size, 10, 64)
 	if err != nil || n < 0 {
-		return Stat{}, fmt.Errorf("fileops: size %q", truncate(size))
+		return Stat{}, fmt.Errorf("fileops: size %q", clip.String(size, 64))
 	}
 	m, err := strconv.ParseUint(mode, 8, 32)
 	if err != nil {
-		return Stat{}, fmt.Errorf("fileops: mode %q", truncate(mode))
+		return Stat{}, fmt.Errorf("fileops: mode %q", clip.String(mode, 64))
 	}
 	t, err := strconv.ParseInt(mtime, 10, 64)
 	if err != nil {
-		return Stat{}, fmt.Errorf("fileops: mtime %q", truncate(mtime))
+		return Stat{}, fmt.Errorf("fileops: mtime %q", clip.String(mtime, 64))
 	}
 	return Stat{Size: n, Mode: uint32(m), ModTime: time.Unix(t, 0).UTC()}, nil
 }
@@ -327,18 +329,18 @@ func ParseHeader(line string) (Header, error) {
 		off, err1 := strconv.ParseInt(f[4], 10, 64)
 		n, err2 := strconv.ParseInt(f[5], 10, 64)
 		if err1 != nil || err2 != nil || off < 0 || n < 0 || n > max(st.Size-off, 0) {
-			return Header{}, fmt.Errorf("fileops: file header %q: the window is not within the file", truncate(line))
+			return Header{}, fmt.Errorf("fileops: file header %q: the window is not within the file", clip.String(line, 64))
 		}
 		return Header{File: st, Offset: off, Length: n}, nil
 	case len(f) == 3 && f[0] == "D":
 		total, err1 := strconv.Atoi(f[1])
 		listed, err2 := strconv.Atoi(f[2])
 		if err1 != nil || err2 != nil || total < 0 || listed < 0 || listed > total {
-			return Header{}, fmt.Errorf("fileops: listing header %q", truncate(line))
+			return Header{}, fmt.Errorf("fileops: listing header %q", clip.String(line, 64))
 		}
 		return Header{Dir: true, Total: total, Listed: listed}, nil
 	}
-	return Header{}, fmt.Errorf("fileops: header %q is neither F nor D", truncate(line))
+	return Header{}, fmt.Errorf("fileops: header %q is neither F nor D", clip.String(line, 64))
 }
 
 // Entry is one directory entry of a listing.
@@ -363,7 +365,7 @@ func ParseListing(body []byte, listed int) ([]Entry, error) {
 	for i := range listed {
 		f := strings.SplitN(string(lines[i]), " ", 4)
 		if len(f) != 4 {
-			return nil, fmt.Errorf("fileops: listing line %q", truncate(string(lines[i])))
+			return nil, fmt.Errorf("fileops: listing line %q", clip.String(string(lines[i]), 64))
 		}
 		st, err := statFields(f[0], f[1], f[2])
 		if err != nil {
@@ -380,7 +382,7 @@ func ParseListing(body []byte, listed int) ([]Entry, error) {
 
 func entryName(line []byte) (string, error) {
 	if len(line) < 2 {
-		return "", fmt.Errorf("fileops: name line %q", truncate(string(line)))
+		return "", fmt.Errorf("fileops: name line %q", clip.String(string(line), 64))
 	}
 	switch line[0] {
 	case 'n':
@@ -388,11 +390,11 @@ func entryName(line []byte) (string, error) {
 	case 'x':
 		b, err := hex.DecodeString(string(line[1:]))
 		if err != nil {
-			return "", fmt.Errorf("fileops: hex name %q: %w", truncate(string(line)), err)
+			return "", fmt.Errorf("fileops: hex name %q: %w", clip.String(string(line), 64), err)
 		}
 		return string(b), nil
 	}
-	return "", fmt.Errorf("fileops: name line %q", truncate(string(line)))
+	return "", fmt.Errorf("fileops: name line %q", clip.String(string(line), 64))
 }
 
 // entryType maps stat's %F (GNU and busybox wording) to a listing's type.
@@ -420,11 +422,4 @@ func FormatEntry(e Entry) (statLine, nameLine string) {
 		return statLine, "x" + hex.EncodeToString([]byte(e.Name))
 	}
 	return statLine, "n" + e.Name
-}
-
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
 }
