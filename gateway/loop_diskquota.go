@@ -15,7 +15,7 @@ import (
 // directories than the quota allows (H5).
 const endDiskQuota = "disk_quota"
 
-// enforceDiskQuotas is the usage monitor's per-sandbox pass (SPEC H5). Nomad
+// enforceDiskQuotas is the usage monitor's per-sandbox pass (rule H5). Nomad
 // bind-mounts /alloc and /local from the node's disk into every sandbox,
 // read-write and uncapped; for each running sandbox with an allocation it
 // walks both from outside (Nomad.TaskDirUsage: fs/ls only, bounded) and asks

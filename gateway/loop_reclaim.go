@@ -14,7 +14,7 @@ import (
 // principalReclaim names the usage monitor in the decision log.
 const principalReclaim = "system:reclaim"
 
-// Reclaim is one pass of the usage monitor (SPEC R2, R3, H5, L4), on one
+// Reclaim is one pass of the usage monitor (rules R2, R3, H5, L4), on one
 // read of the live records and of Nomad's nodes:
 //   - for every node that holds live sandboxes it reads the node's Nomad
 //     state and usage and asks data.sandgate.reclaim.decision whether they

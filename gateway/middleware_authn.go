@@ -27,7 +27,7 @@ type caller struct {
 }
 
 // principal names the caller in records, the list filter and logs:
-// "<role>:<sub>", role and subject together (SPEC B3). The policy derives
+// "<role>:<sub>", role and subject together (rule B3). The policy derives
 // the same from the token's claims (authz _token_principal).
 func (c *caller) principal() string {
 	return policies.PrincipalFacts{Role: string(c.claims.Role), Sub: c.claims.Subject}.ID()

@@ -199,7 +199,7 @@ func TestEveryAnswerSaysNosniff(t *testing.T) {
 	}
 }
 
-// Ownership is role and subject together (SPEC B3): an agent token minted
+// Ownership is role and subject together (rule B3): an agent token minted
 // with the operator's subject owns none of the operator's sandboxes and is
 // not charged for them.
 func TestAnAgentWithTheOperatorsSubjectOwnsNothingOfIt(t *testing.T) {

@@ -32,7 +32,7 @@ type execResult struct {
 	StderrBytes     int64  `json:"stderr_bytes"`
 	StdoutTruncated bool   `json:"stdout_truncated"`
 	StderrTruncated bool   `json:"stderr_truncated"`
-	// Truncated is stdout_truncated || stderr_truncated (SPEC's name).
+	// Truncated is stdout_truncated || stderr_truncated (docs/api.md, Exec).
 	Truncated  bool  `json:"truncated"`
 	TimedOut   bool  `json:"timed_out"`
 	DurationMS int64 `json:"duration_ms"`

@@ -18,7 +18,7 @@ import (
 // not route families the policy switches (C1).
 var gatewayCapabilities = []string{"problem+json", "metrics", "dashboard.v1", "mcp.v1"}
 
-// Capabilities lists what this gateway supports (SPEC C1), so clients and
+// Capabilities lists what this gateway supports (rule C1), so clients and
 // the dashboard can roll out in either order: the route families the
 // policy bundle serves (data.sandgate.config.capabilities; authz refuses a
 // route whose family is not listed) and the gateway's own.

@@ -35,7 +35,7 @@ type Config struct {
 	TLS TLSConfig
 	// JobPrefix is the job-ID prefix that marks the gateway's own jobs, for
 	// example "sandgate-sbx-". Required. Every job the client registers, reads,
-	// lists or purges must carry it (SPEC H9); others get ErrForbiddenJob.
+	// lists or purges must carry it (rule H9); others get ErrForbiddenJob.
 	JobPrefix string
 	// Timeout bounds each non-streaming call, including every poll request of
 	// WaitPlacement and the WebSocket handshake of Exec. Zero means

@@ -35,7 +35,7 @@ var (
 	// also an ErrUnavailable.
 	ErrNodeUnreachable = errors.New("nomad: the allocation's node cannot be reached")
 	// ErrForbiddenJob: the job is outside the gateway's JobPrefix (or
-	// namespace); the client refused it without talking to Nomad (SPEC H9).
+	// namespace); the client refused it without talking to Nomad (rule H9).
 	ErrForbiddenJob = errors.New("nomad: job outside the gateway's prefix")
 	// ErrExecDropped: the exec stream ended without an exit code. The command
 	// may still be running inside the task.

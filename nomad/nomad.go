@@ -6,7 +6,7 @@
 // The client is built from an explicit Config; it never calls
 // api.DefaultConfig and reads no NOMAD_* variable. It only touches the
 // gateway's own jobs: a job ID (or name) without Config.JobPrefix is refused
-// with ErrForbiddenJob before any request is sent (SPEC H9).
+// with ErrForbiddenJob before any request is sent (rule H9).
 //
 // Errors are the caller's context error (wrapped) when ctx is done, or an
 // *Error carrying the operation, the HTTP status or exec close code, Nomad's

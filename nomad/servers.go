@@ -54,7 +54,7 @@ func (c *Client) Servers(ctx context.Context) ([]ServerMember, error) {
 // servers: the same node name or hostname as the member's, or the same
 // address (the node's unique.network.ip-address against the member's serf
 // and RPC addresses). This is how sandgate recognises a control-plane node
-// by Nomad server co-location (SPEC P2); meta keys and name lists are
+// by Nomad server co-location (rule P2); meta keys and name lists are
 // judged by the policy.
 func Colocated(n Node, servers []ServerMember) bool {
 	hostname := n.Attributes["unique.hostname"]

@@ -18,7 +18,7 @@ import (
 const OpTaskDirUsage = "task_dir_usage"
 
 // Nomad's docker driver bind-mounts three directories of the allocation
-// directory into every container, read-write and without a size cap (SPEC
+// directory into every container, read-write and without a size cap (rule
 // H5): <alloc>/alloc at /alloc and <task>/local at /local on the client's
 // data disk, and <task>/secrets at /secrets, a 1 MiB noexec tmpfs. Nothing
 // in Nomad 1.6.5 caps the first two: TaskDirUsage measures them from the

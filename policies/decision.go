@@ -9,7 +9,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 )
 
-// Violation is one reason for a deny: a stable rule id (the SPEC id, e.g.
+// Violation is one reason for a deny: a stable rule id (docs/policies.md, e.g.
 // "H1", or "INPUT" for missing or malformed input) and a message for people.
 type Violation struct {
 	Rule string `json:"rule"`

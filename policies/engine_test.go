@@ -81,7 +81,8 @@ func TestEveryRequiredSpecRuleIsAnnotatedInItsEntrypoint(t *testing.T) {
 		Reclaim:   {"INPUT", "R2", "R3", "H5"},
 		Isolation: {"INPUT", "I1", "I2", "I3", "I4"},
 	}
-	// Every rule id of SPEC.md is a tested Rego rule somewhere.
+	// Every rule id listed here (docs/policies.md, "Every rule") is a tested
+	// Rego rule somewhere.
 	spec := []string{"P1", "P2", "P3", "B1", "B2", "B3", "B4", "R1", "R2", "R3", "H1", "H2", "H3", "H4", "H5",
 		"H6", "H7", "H8", "H9", "H10", "T1", "T2", "T3", "T4", "E1", "E2", "E3", "L1", "L2", "L3", "L4",
 		"I1", "I2", "I3", "I4", "I5", "C1"}

@@ -3,7 +3,7 @@ package policies
 import "github.com/open-policy-agent/opa/v1/ast"
 
 // IsolationInput is the input of data.sandgate.isolation.decision: the plan
-// of a host isolation script (SPEC I1-I4) that `sandgate isolation render`
+// of a host isolation script (rules I1-I4) that `sandgate isolation render`
 // is about to print.
 type IsolationInput struct {
 	// Plan is the rendered script's plan: any value whose JSON form is the

@@ -14,7 +14,7 @@ import (
 // Rule is one annotated rule of the bundle that can deny, as a security
 // reviewer sees it in `sandgate policy info` and GET /v1/policy.
 type Rule struct {
-	ID          string     `json:"id"`          // SPEC rule id (custom.id), e.g. "H1"
+	ID          string     `json:"id"`          // rule id (custom.id), e.g. "H1" (docs/policies.md, "Every rule")
 	Title       string     `json:"title"`       // METADATA title
 	Description string     `json:"description"` // METADATA description
 	Severity    string     `json:"severity"`    // custom.severity: critical, high, medium or low

@@ -51,17 +51,18 @@ type Config struct {
 	LogMaxFileSizeMB int
 }
 
-// workspaceCaps are the capabilities the SPEC grants the workspace profile.
+// workspaceCaps are the capabilities the workspace profile is granted (rule H1).
 var workspaceCaps = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "SETFCAP"}
 
-// WorkspaceCapabilities returns the capabilities the SPEC grants the
-// workspace profile (docs/policies.md, "Profiles"): the most any sandbox
+// WorkspaceCapabilities returns the capabilities granted to the
+// workspace profile (docs/policies.md, "The escape audit"): the most any sandbox
 // may have. The escape audit holds every profile of a bundle's data to
 // them.
 func WorkspaceCapabilities() []string { return slices.Clone(workspaceCaps) }
 
-// DefaultConfig returns the SPEC's values: strict (read-only root, no
-// capabilities) and workspace (writable root, eight capabilities) profiles;
+// DefaultConfig returns the default values (docs/policies.md, "The job
+// sandgate renders"): strict (read-only root, no capabilities) and
+// workspace (writable root, eight capabilities) profiles;
 // networks none -> "none" and egress -> "sandgate-egress"; namespace
 // "default", datacenters ["*"], node pool "default", group and task
 // "sandbox", a 5 s kill timeout and 2 log files of 5 MB.

@@ -18,7 +18,7 @@ import (
 // Profile names a sandbox hardening profile.
 type Profile string
 
-// The profiles of the SPEC.
+// The built-in profiles (docs/api.md, Create; rules H1, H6).
 const (
 	// ProfileStrict is a read-only root filesystem with no capabilities.
 	ProfileStrict Profile = "strict"
@@ -29,7 +29,7 @@ const (
 // Network names a sandbox network mode.
 type Network string
 
-// The networks of the SPEC.
+// The built-in networks (docs/api.md, Create; rules H7, I5).
 const (
 	// NetworkNone gives the container no network at all.
 	NetworkNone Network = "none"

@@ -8,7 +8,7 @@
 // counts against its node's budget from Reserve until an Update moves it to
 // a terminal state, and the store adjusts the node's use in the same
 // transaction. Concurrent Reserve calls are serialised, so a check done
-// inside Reserve's admit callback can never be overrun (SPEC B1, B4).
+// inside Reserve's admit callback can never be overrun (rules B1, B4).
 //
 // Reading must not grow with history: ListPage, Due, Counts and a List by
 // state, principal or node read only what they return. A terminal record
@@ -91,7 +91,7 @@ type Sandbox struct {
 	// AllocID is the Nomad allocation once one is placed.
 	AllocID string `json:"alloc_id,omitempty"`
 	// TokenDigest is the hex SHA-256 of the session token; empty once
-	// revoked. The token itself is never stored (SPEC T1).
+	// revoked. The token itself is never stored (rule T1).
 	TokenDigest string `json:"token_digest,omitempty"`
 	TokenJTI    string `json:"token_jti,omitempty"`
 	// Spec is the rendered job as submitted (JSON), for audit and reconcile.
@@ -194,7 +194,7 @@ type Node struct {
 	Enrollment string `json:"enrollment"`
 	// State: active, frozen, reserved or draining.
 	State string `json:"state"`
-	// Budget limits for this node (SPEC B1); zero values mean "use the
+	// Budget limits for this node (rule B1); zero values mean "use the
 	// policy data's node_budget_default".
 	MaxSandboxes int64     `json:"max_sandboxes"`
 	CPUMHz       int64     `json:"cpu_mhz"`
@@ -213,7 +213,7 @@ type Token struct {
 	ExpiresAt time.Time `json:"expires_at"`
 	RevokedAt time.Time `json:"revoked_at,omitzero"`
 	LastUsed  time.Time `json:"last_used,omitzero"`
-	// MaxLiveSandboxes is an agent's quota (SPEC B3); zero: policy default.
+	// MaxLiveSandboxes is an agent's quota (rule B3); zero: policy default.
 	MaxLiveSandboxes int64 `json:"max_live_sandboxes,omitempty"`
 }
 

@@ -7,7 +7,7 @@ import (
 )
 
 // sandgate may use Nomad's api module only: github.com/hashicorp/nomad itself
-// is not open source from v1.7 on (SPEC "Stack"). depguard keeps the leaf
+// is not open source from v1.7 on (docs/architecture.md, "Import rules"). depguard keeps the leaf
 // packages' imports in line; this holds the whole module's dependency graph.
 func TestNoPackageOfNomadItselfIsLinked(t *testing.T) {
 	t.Parallel()
@@ -30,11 +30,11 @@ func TestNoPackageOfNomadItselfIsLinked(t *testing.T) {
 }
 
 // policies imports only OPA and the standard library, render only Nomad's api
-// module (STYLE.md): the policy never reaches out, the renderer stays pure.
-// render/isolation, gateway/wire and internal/clip import the standard
-// library only, and gateway/client besides only gateway/wire: the script
-// renderer is pure, programs outside sandgate import the client and the
-// wire types, and every package may clip text.
+// module (docs/architecture.md): the policy never reaches out, the renderer
+// stays pure. render/isolation, gateway/wire and internal/clip import the
+// standard library only, and gateway/client besides only gateway/wire: the
+// script renderer is pure, programs outside sandgate import the client and
+// the wire types, and every package may clip text.
 func TestLeafPackagesImportNoSibling(t *testing.T) {
 	t.Parallel()
 	for pkg, allowed := range map[string][]string{

@@ -20,7 +20,7 @@ func allCommands(c *cobra.Command) []*cobra.Command {
 
 // Every --help of the CLI (issue 21): a boolean flag reads "--stream",
 // not "--stream[=true|false]"; user-facing text names rule ids and docs,
-// never the SPEC.
+// never the project's internal specification.
 func TestEveryHelpShowsBooleanFlagsPlainAndNamesNoSpec(t *testing.T) {
 	t.Parallel()
 	for _, c := range allCommands(newRootCmd()) {

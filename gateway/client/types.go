@@ -10,7 +10,7 @@ import (
 // the RFC 3339 UTC strings the gateway sends (empty when unset), kept as
 // text so an object prints back exactly as it was received.
 
-// Capabilities is GET /v1/capabilities (SPEC C1).
+// Capabilities is GET /v1/capabilities (rule C1).
 type Capabilities struct {
 	Capabilities   []string `json:"capabilities"`
 	Version        string   `json:"version"`

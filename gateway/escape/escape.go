@@ -5,7 +5,7 @@
 // prefix, a control-plane node, ...) and of API requests (token scope
 // escapes), each decided by a bundle, and cases generated from every
 // profile of the bundle's own data (profiles.go: a profile that adds a
-// capability beyond the SPEC's workspace set is an escape). A bundle that admits any of them is
+// capability beyond the workspace set is an escape). A bundle that admits any of them is
 // one a reviewer loosened, by accident or not: `sandgate policy audit`
 // lists them, and the gateway refuses such a bundle at start and at every
 // reload unless the operator accepts each case by its id (logged).

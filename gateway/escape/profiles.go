@@ -16,7 +16,7 @@ import (
 // strict and workspace.
 //
 // The contract every profile is held to (docs/policies.md, "The escape
-// audit"), from the SPEC's two profiles:
+// audit"), from the two reviewed profiles, strict and workspace:
 //
 //   - no profile adds a capability outside the workspace set (CHOWN,
 //     DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID, SETUID, SETFCAP): that

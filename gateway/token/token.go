@@ -2,13 +2,13 @@
 // with Ed25519 (alg "EdDSA", and nothing else) through golang-jwt v5.
 //
 // Three roles exist. An operator token and an agent token are minted by an
-// operator (SPEC T4); a session token is minted when a sandbox is created and
-// is scoped to that one sandbox (SPEC T1). Verify checks the signature, the
+// operator (rule T4); a session token is minted when a sandbox is created and
+// is scoped to that one sandbox (rule T1). Verify checks the signature, the
 // algorithm, iss, aud, exp, nbf and iat (with a bounded clock-skew leeway)
 // and that jti, sub and a known role are present. It says nothing about what
 // a token may do, whether it was revoked, or whether its sandbox has expired:
 // the gateway decides that from the claims, the store and the policy
-// (SPEC T2, T3, T4).
+// (rules T2, T3, T4).
 //
 // The raw token is shown to its holder once and never stored; the store
 // keeps Digest(raw). No error from this package contains a token.
@@ -70,7 +70,7 @@ type Claims struct {
 const MaxTokenSize = 8 << 10
 
 // Digest returns the lowercase hex SHA-256 of the raw token: the only form
-// of a token the store keeps (SPEC T1).
+// of a token the store keeps (rule T1).
 func Digest(raw string) string {
 	sum := sha256.Sum256([]byte(raw))
 	return hex.EncodeToString(sum[:])

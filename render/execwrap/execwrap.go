@@ -1,5 +1,5 @@
 // Package execwrap renders the command line the gateway runs inside a
-// sandbox for every exec (SPEC E1, E2).
+// sandbox for every exec (rules E1, E2).
 //
 // Nomad's alloc exec runs one argv in the task and does not stop it when
 // the stream closes, so the gateway never sends the caller's argv alone: it

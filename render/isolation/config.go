@@ -1,5 +1,5 @@
 // Package isolation renders the host isolation bundle of an egress worker
-// (SPEC I1-I4): a reviewable bash script with --verify, --apply and --remove
+// (rules I1-I4): a reviewable bash script with --verify, --apply and --remove
 // that creates one Docker bridge network for egress sandboxes and the
 // iptables rules that keep that network away from the cluster, private
 // address space, cloud metadata, the Nomad and SSH ports and the host itself.
@@ -89,7 +89,7 @@ var dropRanges = []struct{ cidr, reason string }{
 	{"240.0.0.0/4", "reserved-and-broadcast"},
 }
 
-// DefaultConfig returns the SPEC's values: network and bridge
+// DefaultConfig returns the default values (rules I1-I4): network and bridge
 // sandgate-egress on 172.31.250.0/24, no overlay, Nomad ports 4646, 4647,
 // 4648, SSH port 22, resolvers 1.1.1.1 and 9.9.9.9, no control-plane node
 // name, the control-plane meta of the default policy data

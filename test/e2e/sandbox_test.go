@@ -26,7 +26,7 @@ func (v variant) name() string {
 	return img + "/" + v.profile
 }
 
-// workspaceCapMask is CapEff/CapBnd with exactly the SPEC's eight
+// workspaceCapMask is CapEff/CapBnd with exactly the workspace profile's eight
 // capabilities: CHOWN 0, DAC_OVERRIDE 1, FOWNER 3, FSETID 4, KILL 5,
 // SETGID 6, SETUID 7, SETFCAP 31.
 const workspaceCapMask = "00000000800000fb"

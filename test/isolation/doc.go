@@ -1,4 +1,4 @@
-// Package isolation holds the real tests of the host isolation bundle (SPEC
+// Package isolation holds the real tests of the host isolation bundle (rules
 // I1-I4): as root, the script rendered by render/isolation runs with real
 // iptables inside network namespaces the tests create, and with a real
 // Docker engine where one runs. Real packets prove each drop, with a
