@@ -2,6 +2,7 @@ package test
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -103,6 +104,41 @@ func TestJobSpecImportsNoHTTPCode(t *testing.T) {
 			if dep != pkg && denied(dep) && !strings.HasPrefix(dep, "net/http") {
 				t.Errorf("%s links %s", pkg, dep)
 			}
+		}
+	}
+}
+
+// gateway/assemble is the one composition root: the binary and the
+// in-process gateway of the tests both build through it, so nothing it
+// links is the command or test code, and the gateway it builds never
+// links it back.
+func TestTheCompositionRootLinksNoCommandAndNoTestCode(t *testing.T) {
+	t.Parallel()
+	const root = "sandgate/gateway/assemble"
+	deps := goList(t, "{{join .Deps \"\\n\"}}", root)
+	if !slices.Contains(deps, "sandgate/gateway") {
+		t.Fatalf("sandgate/gateway is not among %s's dependencies: the check looked at the wrong list", root)
+	}
+	for _, dep := range deps {
+		if strings.HasPrefix(dep, "sandgate/cmd/") || dep == "sandgate/test" || strings.HasPrefix(dep, "sandgate/test/") ||
+			dep == "sandgate/gateway/gatewaytest" {
+			t.Errorf("%s links %s", root, dep)
+		}
+	}
+	for _, imp := range goList(t, "{{join .Imports \"\\n\"}}", root) {
+		if imp == "testing" || strings.HasPrefix(imp, "testing/") || imp == "net/http/httptest" {
+			t.Errorf("%s imports %s", root, imp)
+		}
+	}
+	for _, dep := range goList(t, "{{join .Deps \"\\n\"}}", "sandgate/gateway") {
+		if dep == root {
+			t.Errorf("sandgate/gateway links %s", root)
+		}
+	}
+	// Both builders go through it.
+	for _, pkg := range []string{"sandgate/cmd/sandgate", "sandgate/gateway/gatewaytest"} {
+		if !slices.Contains(goList(t, "{{join .Imports \"\\n\"}}", pkg), root) {
+			t.Errorf("%s does not build the gateway through %s", pkg, root)
 		}
 	}
 }

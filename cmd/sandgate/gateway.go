@@ -12,11 +12,11 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
 	"sandgate/gateway"
+	"sandgate/gateway/assemble"
 	"sandgate/gateway/audit"
 	"sandgate/gateway/escape"
 	"sandgate/gateway/replay"
@@ -25,7 +25,6 @@ import (
 	"sandgate/policies"
 	"sandgate/policies/watch"
 	"sandgate/store"
-	"sandgate/store/bolt"
 )
 
 // gatewayOptions is everything `dev` and `serve` turn their flags and
@@ -91,58 +90,38 @@ func (o gatewayOptions) listenHint() string {
 	return "choose another address"
 }
 
-// openedParts are the parts a gateway is built from, for closing.
-type openedParts struct {
-	store  store.Store
-	audit  *audit.Log
-	issuer *token.Issuer
-}
-
-func (p *openedParts) close() {
-	if p.audit != nil {
-		_ = p.audit.Close()
+// dataConfig is the gateway's config with the data dir's store and
+// signing key, as `serve`, `dev` and `token mint --offline` open them;
+// issuer and audience "" keep the token defaults.
+func dataConfig(dataDir, keyFile, issuer, audience string) assemble.Config {
+	c := assemble.DefaultConfig()
+	c.DataDir, c.KeyFile = dataDir, keyFile
+	if issuer != "" {
+		c.Token.Issuer = issuer
 	}
-	if p.store != nil {
-		_ = p.store.Close()
+	if audience != "" {
+		c.Token.Audience = audience
 	}
+	return c
 }
 
 // openIssuer loads (or creates) the signing key and builds the token issuer.
 func openIssuer(dataDir, keyFile, issuer, audience string) (*token.Issuer, bool, error) {
-	if keyFile == "" {
-		keyFile = filepath.Join(dataDir, "signing.key")
-	}
-	key, created, err := token.LoadOrCreateKey(keyFile)
-	if err != nil {
-		return nil, false, fmt.Errorf("signing key %s: %w", keyFile, err)
-	}
-	cfg := token.DefaultConfig()
-	cfg.Key = key
-	if issuer != "" {
-		cfg.Issuer = issuer
-	}
-	if audience != "" {
-		cfg.Audience = audience
-	}
-	iss, err := token.New(cfg)
-	return iss, created, err
+	return assemble.OpenIssuer(dataConfig(dataDir, keyFile, issuer, audience))
 }
 
-func openStore(dataDir string) (store.Store, error) {
-	st, err := bolt.Open(filepath.Join(dataDir, "sandgate.db"), bolt.Options{Timeout: time.Second})
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
+// openStore opens the data dir's store.
+func openStore(ctx context.Context, dataDir string) (store.Store, error) {
+	return assemble.OpenStore(ctx, dataConfig(dataDir, "", "", ""))
 }
 
-// runGateway opens the store, the decision log, the engine and the Nomad
-// client, serves the API and runs the reaper and reconciliation until ctx
-// is done.
+// runGateway compiles the engine (with the escape audit), builds the
+// gateway on the data dir through assemble.Open (store, signing key,
+// decision log, Nomad client), enrolls the configured nodes, serves the
+// API and runs the reaper, reconciliation and bundle reloads until ctx is
+// done.
 func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	var parts openedParts
-	defer parts.close()
 	// SIGHUP is taken from the first moment: Go's default for it is to
 	// exit, and an operator may signal while the bundle still compiles. A
 	// SIGHUP before the gateway listens reloads once it does.
@@ -173,46 +152,26 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("policy bundle: %w", err)
 	}
-	iss, _, err := openIssuer(o.DataDir, o.SigningKeyFile, o.Issuer, o.Audience)
-	if err != nil {
-		return err
-	}
-	parts.issuer = iss
-	if parts.store, err = openStore(o.DataDir); err != nil {
-		return err
-	}
-	if parts.audit, err = audit.Open(audit.Config{
-		Path: filepath.Join(o.DataDir, "decisions.jsonl"), MaxBytes: o.DecisionLogBytes, Keep: o.DecisionLogKeep,
-	}); err != nil {
-		return err
-	}
-	var srv *gateway.Server
-	ncfg := o.Nomad
-	ncfg.JobPrefix = engine.Settings().Prefix
-	ncfg.Observe = func(op string, d time.Duration, err error) {
-		if srv != nil {
-			srv.ObserveNomad(op, d, err)
-		}
-	}
-	nc, err := nomad.New(ncfg)
-	if err != nil {
-		return fmt.Errorf("nomad client: %w", err)
-	}
+	cfg := dataConfig(o.DataDir, o.SigningKeyFile, o.Issuer, o.Audience)
+	cfg.Engine = engine
+	cfg.Audit = audit.Config{MaxBytes: o.DecisionLogBytes, Keep: o.DecisionLogKeep}
+	cfg.Nomad, cfg.ObserveNomad = o.Nomad, true
 	// A candidate bundle is replayed by this binary re-executed as a
 	// bounded worker, never in this process.
 	policyLimits := o.PolicyLimits
 	policyLimits.ReplayWorker = replay.SelfCommand()
-	srv, err = gateway.New(gateway.Config{
-		Engine: engine, Store: parts.store, Nomad: nc, Tokens: iss, Decisions: parts.audit,
+	cfg.Gateway = gateway.Config{
 		Logger: log, ReaperInterval: o.ReaperInterval, ReconcileInterval: o.ReconcileInterval,
-		ReclaimInterval: o.ReclaimInterval, Retention: o.Retention, StartTimeout: o.StartTimeout, Namespace: ncfg.Namespace,
+		ReclaimInterval: o.ReclaimInterval, Retention: o.Retention, StartTimeout: o.StartTimeout,
 		Simulated: o.Simulated, Version: version, LogInputs: o.DecisionInputs, Policy: policyLimits, TrustedProxies: o.TrustedProxies,
 		ReadHeaderTimeout: o.HTTP.ReadHeader, ReadTimeout: o.HTTP.Read, WriteTimeout: o.HTTP.Write, IdleTimeout: o.HTTP.Idle,
-	})
+	}
+	g, err := assemble.Open(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer srv.Close()
+	defer g.Close()
+	srv := g.Server
 	// Nodes of the configuration are enrolled through the hosts decision,
 	// like an operator's PUT: a control plane (P2) or an egress node without
 	// the isolation bundle (I5) stops the start with the rule that refused.
@@ -243,7 +202,7 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 		ln = tls.NewListener(ln, hs.TLSConfig)
 	}
 	if o.Ready != nil {
-		if err := o.Ready(ln.Addr().String(), iss, parts.store, engine.Settings()); err != nil {
+		if err := o.Ready(ln.Addr().String(), g.Issuer, g.Store, engine.Settings()); err != nil {
 			_ = ln.Close()
 			return err
 		}

@@ -109,7 +109,7 @@ func TestTokenMintRecordsAVerifiableToken(t *testing.T) {
 	if err != nil || claims.Subject != "ci" || claims.Role != "agent" {
 		t.Fatalf("verify: %+v %v", claims, err)
 	}
-	st, err := openStore(data)
+	st, err := openStore(t.Context(), data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestServeRunsTheGatewayOverTLS(t *testing.T) {
 		t.Fatalf("serve did not shut down cleanly: %v", err)
 	}
 	// the config's node was enrolled, with its budget
-	st, err := openStore(data)
+	st, err := openStore(t.Context(), data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestServeRefusesToEnrollWhatThePolicyRefuses(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.rule) {
 				t.Fatalf("err %v, want one naming %s", err, c.rule)
 			}
-			st, err := openStore(data)
+			st, err := openStore(t.Context(), data)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -150,7 +150,7 @@ func mintOffline(cmd *cobra.Command, m *mintFlags) error {
 	if err != nil {
 		return err
 	}
-	st, err := openStore(m.dataDir)
+	st, err := openStore(cmd.Context(), m.dataDir)
 	if err != nil {
 		return fmt.Errorf("%w (is a gateway running on this data dir? stop it first, or mint through it without --offline)", err)
 	}

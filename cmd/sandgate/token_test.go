@@ -106,7 +106,7 @@ func TestOfflineMintingRecordsAVerifiableToken(t *testing.T) {
 	if err != nil || claims.Subject != "alice" || claims.Role != "operator" {
 		t.Fatalf("verify: %+v %v", claims, err)
 	}
-	st, err := openStore(data)
+	st, err := openStore(t.Context(), data)
 	if err != nil {
 		t.Fatal(err)
 	}

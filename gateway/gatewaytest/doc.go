@@ -2,7 +2,10 @@
 // simulator, for tests and benchmarks only: the embedded policy bundle (or
 // another), a bbolt store and a decision log in a data directory, Ed25519
 // tokens, a nomad.Client on the simulator with the policy's job prefix,
-// gateway.New and an httptest server of its handler. New takes the few
+// the server and an httptest server of its handler. The gateway itself is
+// built by assemble.Open, the constructor `sandgate serve` uses; this
+// package adds what is the tests' own (the simulator, the clock, a key in
+// memory, the nodes put into the store, the listener). New takes the few
 // choices the callers vary (Options) and returns the parts (Gateway);
 // each caller keeps its own request helpers and names.
 //

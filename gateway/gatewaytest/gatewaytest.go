@@ -14,14 +14,13 @@ import (
 	"time"
 
 	"sandgate/gateway"
-	"sandgate/gateway/audit"
+	"sandgate/gateway/assemble"
 	"sandgate/gateway/replay"
 	"sandgate/gateway/token"
 	"sandgate/nomad"
 	"sandgate/nomad/nomadsim"
 	"sandgate/policies"
 	"sandgate/store"
-	"sandgate/store/bolt"
 )
 
 // sharedEngine is the embedded bundle, compiled once per test binary: it
@@ -103,63 +102,37 @@ func New(t testing.TB, o Options) *Gateway {
 	if nomadURL == "" {
 		nomadURL = g.startSim(o)
 	}
-	g.openStore(o)
 	if _, g.Key, err = ed25519.GenerateKey(rand.Reader); err != nil {
 		t.Fatalf("gatewaytest: %v", err)
 	}
-	tcfg := token.DefaultConfig()
-	tcfg.Key, tcfg.Now = g.Key, g.now
-	if g.Issuer, err = token.New(tcfg); err != nil {
-		t.Fatalf("gatewaytest: %v", err)
-	}
-	acfg := audit.Config{Path: filepath.Join(g.DataDir, DecisionLogFile)}
+	cfg := assemble.DefaultConfig()
+	cfg.DataDir, cfg.Engine, cfg.WrapStore = g.DataDir, g.Engine, o.WrapStore
+	cfg.Token.Key, cfg.Token.Now = g.Key, g.now
+	cfg.Audit.Path = filepath.Join(g.DataDir, DecisionLogFile)
 	if o.AuditConfig != nil {
-		o.AuditConfig(&acfg)
+		o.AuditConfig(&cfg.Audit)
 	}
-	dl, err := audit.Open(acfg)
-	if err != nil {
-		t.Fatalf("gatewaytest: %v", err)
-	}
-	g.closers = append(g.closers, func() { _ = dl.Close() })
-
-	ncfg := nomad.DefaultConfig()
-	ncfg.Address, ncfg.JobPrefix = nomadURL, g.Engine.Settings().Prefix
-	ncfg.PollInterval = 10 * time.Millisecond
-	var srvRef *gateway.Server
-	if o.ObserveNomad {
-		ncfg.Observe = func(op string, d time.Duration, err error) {
-			if srvRef != nil {
-				srvRef.ObserveNomad(op, d, err)
-			}
-		}
-	}
+	cfg.Nomad.Address, cfg.Nomad.JobPrefix = nomadURL, g.Engine.Settings().Prefix
+	cfg.Nomad.PollInterval = 10 * time.Millisecond
 	if o.NomadConfig != nil {
-		o.NomadConfig(&ncfg)
+		o.NomadConfig(&cfg.Nomad)
 	}
-	if g.Nomad, err = nomad.New(ncfg); err != nil {
-		t.Fatalf("gatewaytest: %v", err)
-	}
-
-	gwStore := g.Store
-	if o.WrapStore != nil {
-		gwStore = o.WrapStore(g.Store)
-	}
-	cfg := gateway.Config{
-		Engine: g.Engine, Store: gwStore, Nomad: g.Nomad, Tokens: g.Issuer, Decisions: dl,
+	cfg.ObserveNomad = o.ObserveNomad
+	cfg.Gateway = gateway.Config{
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: g.now, Simulated: true,
 		DefaultWait: 10 * time.Second,
 	}
 	if servesWorkers.Load() {
-		cfg.Policy.ReplayWorker = replay.SelfCommand()
+		cfg.Gateway.Policy.ReplayWorker = replay.SelfCommand()
 	}
-	if o.Config != nil {
-		o.Config(&cfg)
-	}
-	if g.Server, err = gateway.New(cfg); err != nil {
+	cfg.AdjustGateway = o.Config
+	parts, err := assemble.Open(context.Background(), cfg)
+	if err != nil {
 		t.Fatalf("gatewaytest: %v", err)
 	}
-	srvRef = g.Server
-	g.closers = append(g.closers, g.Server.Close)
+	g.closers = append(g.closers, parts.Close)
+	g.Server, g.Store, g.Issuer, g.Nomad = parts.Server, parts.Store, parts.Issuer, parts.Nomad
+	g.putNodes(o)
 	if o.Run {
 		ctx, stop := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -210,20 +183,14 @@ func (g *Gateway) startSim(o Options) string {
 	return "http://" + addr
 }
 
-// openStore opens the store in the data directory and puts o's nodes.
-func (g *Gateway) openStore(o Options) {
-	st, err := bolt.Open(filepath.Join(g.DataDir, StoreFile), bolt.Options{})
-	if err != nil {
-		g.t.Fatalf("gatewaytest: %v", err)
-	}
-	g.Store = st
-	g.closers = append(g.closers, func() { _ = st.Close() })
+// putNodes puts o's nodes (DefaultNodes when nil) into the bare store.
+func (g *Gateway) putNodes(o Options) {
 	nodes := o.Nodes
 	if nodes == nil {
 		nodes = DefaultNodes()
 	}
 	for _, n := range nodes {
-		if err := st.PutNode(context.Background(), n); err != nil {
+		if err := g.Store.PutNode(context.Background(), n); err != nil {
 			g.t.Fatalf("gatewaytest: %v", err)
 		}
 	}

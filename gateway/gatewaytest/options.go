@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"sandgate/gateway"
+	"sandgate/gateway/assemble"
 	"sandgate/gateway/audit"
 	"sandgate/nomad"
 	"sandgate/nomad/nomadsim"
@@ -15,9 +16,9 @@ import (
 // The files New keeps in Options.DataDir.
 const (
 	// StoreFile is the bbolt store, opened as it is if it exists.
-	StoreFile = "sandgate.db"
+	StoreFile = assemble.StoreFile
 	// DecisionLogFile is the decision log.
-	DecisionLogFile = "decisions.jsonl"
+	DecisionLogFile = assemble.DecisionLogFile
 )
 
 // DefaultNodes are the nodes New puts into the store when Options.Nodes
@@ -79,7 +80,8 @@ type Options struct {
 	// Gateway.Sim is nil. The caller stops what serves it.
 	NomadURL string
 	// NomadConfig, when set, adjusts the Nomad client's config (its
-	// Address, JobPrefix and a PollInterval of 10 ms already set).
+	// Address, JobPrefix and a PollInterval of 10 ms already set; the
+	// JobPrefix is the policy's, and New fails on another).
 	NomadConfig func(*nomad.Config)
 	// ObserveNomad feeds the Nomad client's call timings and errors to
 	// Server.ObserveNomad, as `sandgate serve` wires them.
@@ -87,7 +89,7 @@ type Options struct {
 
 	// Config, when set, adjusts the gateway's config after New has
 	// filled it: the parts above, a logger that discards, the clock,
-	// Simulated and a DefaultWait of 10 s.
+	// Simulated and a DefaultWait of 10 s (assemble.Config.AdjustGateway).
 	Config func(*gateway.Config)
 	// Run runs the gateway's loops (Server.Run: reaper, reconcile and the
 	// rest) until Close.
