@@ -92,7 +92,8 @@ type Request struct {
 // Do sends method path with token ("" sends no Authorization) and body,
 // and returns the answer; a transport error fails the test. The body is
 // sent by its type: nil sends none; a string is sent as it is, and a
-// json.RawMessage too, as application/json; a []byte as
+// json.RawMessage and an io.Reader too (a reader of unknown length
+// chunked), as application/json; a []byte as
 // application/octet-stream (with its Content-Length, as a file PUT takes
 // it); anything else is marshalled to JSON.
 func (a *API) Do(method, path, token string, body any) Reply {
@@ -122,6 +123,8 @@ func (a *API) Send(r Request) (Reply, error) {
 		rd = bytes.NewBufferString(b)
 	case json.RawMessage:
 		rd = bytes.NewReader(b)
+	case io.Reader:
+		rd = b
 	case []byte:
 		rd, contentType = bytes.NewReader(b), "application/octet-stream"
 	default:
