@@ -43,7 +43,7 @@ func (w *world) decisionLines(t *testing.T) [][]byte {
 	return out
 }
 
-// decisionFor returns the decision-log entries of one apitest.Request, by the
+// decisionFor returns the decision-log entries of one request, by the
 // server's request id.
 func (w *world) decisionFor(t *testing.T, requestID string) []map[string]any {
 	t.Helper()
@@ -119,7 +119,7 @@ func TestHoleAHugeHeaderIsRefusedBeforeAnythingIsLogged(t *testing.T) {
 	// (gateway.ServerHeaderLimit): the gateway's own 431 problem. The
 	// test gateway serves through the http.Server of `sandgate serve`,
 	// which refuses a larger header (1 MB, say) with a bare 431 before
-	// the gateway reads the apitest.Request, so nothing can be logged either.
+	// the gateway reads the request, so nothing can be logged either.
 	huge := strings.Repeat("h", 24_000)
 	lines = len(w.decisionLines(t))
 	run(t, w, []attack{

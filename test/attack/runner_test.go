@@ -41,7 +41,7 @@ type attack struct {
 }
 
 // run runs the cases one after another in one world (so that each case's
-// before/after snapshot sees only its own apitest.Request).
+// before/after snapshot sees only its own request).
 func run(t *testing.T, w *world, cases []attack) {
 	t.Helper()
 	seen := map[string]bool{}
