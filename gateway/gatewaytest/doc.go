@@ -3,8 +3,9 @@
 // another), a bbolt store and a decision log in a data directory, Ed25519
 // tokens, a nomad.Client on the simulator with the policy's job prefix,
 // gateway.New and an httptest server of its handler. New takes the few
-// choices the callers vary (Options) and returns the parts (Gateway);
-// each caller keeps its own request helpers and names.
+// choices the callers vary (Options) and returns the parts (Gateway),
+// which speak the API in the words every suite uses (Do, Create, Exec;
+// package apitest).
 //
 // It imports the testing package and the gateway itself: production code
 // must never import it (a test of this package checks that no package of
