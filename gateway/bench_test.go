@@ -33,9 +33,9 @@ func BenchmarkGatewayCreateDestroy(b *testing.B) {
 	h := benchHarness(b)
 	b.Run("gateway", func(b *testing.B) {
 		for b.Loop() {
-			id, _ := h.create(h.operator, nil)
-			if r := h.do(http.MethodDelete, "/v1/sandboxes/"+id, h.operator, nil); r.status != http.StatusNoContent {
-				b.Fatalf("destroy: %d %s", r.status, r.body)
+			id := h.gw.Create(h.operator, nil).ID
+			if r := h.gw.Do(http.MethodDelete, "/v1/sandboxes/"+id, h.operator, nil); r.Status != http.StatusNoContent {
+				b.Fatalf("destroy: %d %s", r.Status, r.Body)
 			}
 		}
 	})
@@ -64,15 +64,15 @@ func BenchmarkGatewayCreateDestroy(b *testing.B) {
 
 func BenchmarkGatewayExec(b *testing.B) {
 	h := benchHarness(b)
-	id, session := h.create(h.operator, nil)
+	id, session := h.gw.Create(h.operator, nil).IDToken()
 	rec, err := h.st.Get(context.Background(), id)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Run("gateway", func(b *testing.B) {
 		for b.Loop() {
-			if r := h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"echo", "hi"}}); r.status != http.StatusOK {
-				b.Fatalf("exec: %d %s", r.status, r.body)
+			if r := h.gw.Do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"echo", "hi"}}); r.Status != http.StatusOK {
+				b.Fatalf("exec: %d %s", r.Status, r.Body)
 			}
 		}
 	})

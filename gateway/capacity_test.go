@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"sandgate/gateway"
+	"sandgate/gateway/apitest"
 	"sandgate/nomad"
 	"sandgate/nomad/nomadsim"
 	"sandgate/store"
@@ -67,20 +68,20 @@ func TestACreateThatNomadCouldNotPlaceIsRefusedBeforeNomad(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	registerOther(t, h, otherJob("billing", "worker-1", 7800, 1024))
-	r := h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"node": "worker-1", "cpu_mhz": 500})
-	m := expectProblem(t, r, http.StatusTooManyRequests, "budget_exhausted", "B1")
-	if r.header.Get("Retry-After") == "" {
-		t.Fatalf("a 429 without Retry-After: %v", r.header)
+	r := h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"node": "worker-1", "cpu_mhz": 500})
+	m := apitest.ExpectProblem(t, r, http.StatusTooManyRequests, "budget_exhausted", "B1")
+	if r.Header.Get("Retry-After") == "" {
+		t.Fatalf("a 429 without Retry-After: %v", r.Header)
 	}
 	if d, _ := m["detail"].(string); !strings.Contains(d, "7800 cpu_mhz held by other jobs") || !strings.Contains(d, "8000 Nomad can allocate") {
-		t.Fatalf("detail does not name the room: %s", r.body)
+		t.Fatalf("detail does not name the room: %s", r.Body)
 	}
 	if jobs := sandboxJobs(h); len(jobs) != 0 {
 		t.Fatalf("a sandbox job reached Nomad: %v", jobs)
 	}
 	assertBudgetMatchesLiveRecords(t, h)
 	// What still fits is admitted.
-	h.create(h.operator, map[string]any{"node": "worker-1", "cpu_mhz": 200})
+	h.gw.Create(h.operator, map[string]any{"node": "worker-1", "cpu_mhz": 200})
 }
 
 // Without a node named, a create goes to a node with room: the full one
@@ -90,12 +91,12 @@ func TestACreateWithoutANodeGoesWhereNomadHasRoom(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	registerOther(t, h, otherJob("billing", "worker-1", 7800, 1024))
 	registerOther(t, h, otherJob("search", "worker-2", 1000, 1024))
-	r := h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"cpu_mhz": 500})
-	if r.status != http.StatusCreated {
-		t.Fatalf("create: %d %s", r.status, r.body)
+	r := h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"cpu_mhz": 500})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.Status, r.Body)
 	}
-	if m := r.json(t); m["node"] != "worker-2" || m["state"] != "running" {
-		t.Fatalf("create: %s", r.body)
+	if m := r.JSON(t); m["node"] != "worker-2" || m["state"] != "running" {
+		t.Fatalf("create: %s", r.Body)
 	}
 }
 
@@ -109,23 +110,23 @@ func TestEnrollmentIsBoundByWhatNomadCanAllocate(t *testing.T) {
 		c.Nodes[0].CPUMHz, c.Nodes[0].ReservedCPUMHz, c.Nodes[0].ReservedMemoryMB = 5192, 200, 512
 	}})
 	registerOther(t, h, otherJob("billing", "worker-1", 500, 256))
-	r := h.do(http.MethodPut, "/v1/hosts/worker-1/enrollment", h.operator, map[string]any{"budget": map[string]any{"cpu_mhz": 4493}})
-	m := expectProblem(t, r, http.StatusForbidden, "policy_denied", "B1")
+	r := h.gw.Do(http.MethodPut, "/v1/hosts/worker-1/enrollment", h.operator, map[string]any{"budget": map[string]any{"cpu_mhz": 4493}})
+	m := apitest.ExpectProblem(t, r, http.StatusForbidden, "policy_denied", "B1")
 	if d, _ := m["detail"].(string); !strings.Contains(d, "budget.cpu_mhz 4493 exceeds the 4492 Nomad can allocate on node worker-1 (4992 allocatable less 500 held by other jobs)") {
-		t.Fatalf("detail: %s", r.body)
+		t.Fatalf("detail: %s", r.Body)
 	}
 	if _, err := h.st.GetNode(context.Background(), "worker-1"); err == nil {
 		t.Fatal("a refused enrollment was stored")
 	}
-	r = h.do(http.MethodPut, "/v1/hosts/worker-1/enrollment", h.operator, map[string]any{"budget": map[string]any{"cpu_mhz": 4492}})
-	if r.status != http.StatusOK {
-		t.Fatalf("enroll at the room: %d %s", r.status, r.body)
+	r = h.gw.Do(http.MethodPut, "/v1/hosts/worker-1/enrollment", h.operator, map[string]any{"budget": map[string]any{"cpu_mhz": 4492}})
+	if r.Status != http.StatusOK {
+		t.Fatalf("enroll at the room: %d %s", r.Status, r.Body)
 	}
-	r = h.do(http.MethodPut, "/v1/hosts/worker-1/enrollment", h.operator, map[string]any{})
-	if r.status != http.StatusOK {
-		t.Fatalf("enroll with the default: %d %s", r.status, r.body)
+	r = h.gw.Do(http.MethodPut, "/v1/hosts/worker-1/enrollment", h.operator, map[string]any{})
+	if r.Status != http.StatusOK {
+		t.Fatalf("enroll with the default: %d %s", r.Status, r.Body)
 	}
-	b := r.json(t)["budget"].(map[string]any)
+	b := r.JSON(t)["budget"].(map[string]any)
 	lim := b["limits"].(map[string]any)
 	// memory: 16384 - 512 reserved - 256 held by the other job
 	if lim["cpu_mhz"] != 4492.0 || lim["memory_mb"] != 15616.0 || lim["max_sandboxes"] != 10.0 {
@@ -140,10 +141,10 @@ func TestEnrollmentIsBoundByWhatNomadCanAllocate(t *testing.T) {
 	}
 	// The clamped budget is what creates see: 9 × 500 MHz > 4,492.
 	for range 8 {
-		h.create(h.operator, map[string]any{"node": "worker-1", "cpu_mhz": 500})
+		h.gw.Create(h.operator, map[string]any{"node": "worker-1", "cpu_mhz": 500})
 	}
-	r = h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"node": "worker-1", "cpu_mhz": 500})
-	expectProblem(t, r, http.StatusTooManyRequests, "budget_exhausted", "B1")
+	r = h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"node": "worker-1", "cpu_mhz": 500})
+	apitest.ExpectProblem(t, r, http.StatusTooManyRequests, "budget_exhausted", "B1")
 	assertBudgetMatchesLiveRecords(t, h)
 }
 
@@ -165,16 +166,16 @@ func TestARaceForTheRoomAnswersPlacementFailed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	takeRoomAtRegister(t, h)
-	r := h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"node": "worker-1", "cpu_mhz": 500})
-	m := expectProblem(t, r, http.StatusTooManyRequests, "placement_failed")
-	if r.header.Get("Retry-After") == "" {
-		t.Fatalf("no Retry-After: %v", r.header)
+	r := h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"node": "worker-1", "cpu_mhz": 500})
+	m := apitest.ExpectProblem(t, r, http.StatusTooManyRequests, "placement_failed")
+	if r.Header.Get("Retry-After") == "" {
+		t.Fatalf("no Retry-After: %v", r.Header)
 	}
 	if d, _ := m["detail"].(string); !strings.Contains(d, "resources exhausted: cpu: 1") {
-		t.Fatalf("detail lacks Nomad's reason: %s", r.body)
+		t.Fatalf("detail lacks Nomad's reason: %s", r.Body)
 	}
 	if _, ok := m["token"]; ok {
-		t.Fatalf("a token in a failed create: %s", r.body)
+		t.Fatalf("a token in a failed create: %s", r.Body)
 	}
 	id, _ := m["sandbox_id"].(string)
 	rec, err := h.st.Get(context.Background(), id)
@@ -195,15 +196,15 @@ func TestARaceForTheRoomWithoutWaitingEndsTheRecord(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	takeRoomAtRegister(t, h)
-	r := h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"node": "worker-1", "cpu_mhz": 500, "wait_seconds": 0})
-	if r.status != http.StatusCreated {
-		t.Fatalf("create: %d %s", r.status, r.body)
+	r := h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"node": "worker-1", "cpu_mhz": 500, "wait_seconds": 0})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.Status, r.Body)
 	}
-	m := r.json(t)
+	m := r.JSON(t)
 	id := m["id"].(string)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		g := h.do(http.MethodGet, "/v1/sandboxes/"+id, h.operator, nil).json(t)
+		g := h.gw.Do(http.MethodGet, "/v1/sandboxes/"+id, h.operator, nil).JSON(t)
 		if g["state"] == "failed" {
 			if g["end_reason"] != "placement_failed" || !strings.Contains(g["last_error"].(string), "resources exhausted") {
 				t.Fatalf("failed record: %v", g)
@@ -216,8 +217,8 @@ func TestARaceForTheRoomWithoutWaitingEndsTheRecord(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	tok := m["token"].(string)
-	if r := h.do(http.MethodGet, "/v1/sandboxes/"+id, tok, nil); r.status < 400 {
-		t.Fatalf("the failed sandbox's token still works: %d %s", r.status, r.body)
+	if r := h.gw.Do(http.MethodGet, "/v1/sandboxes/"+id, tok, nil); r.Status < 400 {
+		t.Fatalf("the failed sandbox's token still works: %d %s", r.Status, r.Body)
 	}
 	for len(sandboxJobs(h)) != 0 {
 		if time.Now().After(deadline) {
@@ -243,7 +244,7 @@ func TestCreatesReuseARecentAllocationsRead(t *testing.T) {
 		h := newHarness(t, harnessOptions{config: func(c *gateway.Config) { c.AllocatedTTL = tc.ttl }})
 		before := nodeAllocatedCalls(t, h)
 		for range 3 {
-			h.create(h.operator, map[string]any{"node": "worker-1", "cpu_mhz": 100, "memory_mb": 64})
+			h.gw.Create(h.operator, map[string]any{"node": "worker-1", "cpu_mhz": 100, "memory_mb": 64})
 		}
 		if n := nodeAllocatedCalls(t, h) - before; !tc.want(n) {
 			t.Errorf("AllocatedTTL %s: 3 creates listed the node's allocations %d times", tc.ttl, n)
@@ -255,7 +256,7 @@ func TestCreatesReuseARecentAllocationsRead(t *testing.T) {
 // its Nomad latency histogram on /metrics.
 func nodeAllocatedCalls(t *testing.T, h *harness) int {
 	t.Helper()
-	body := string(h.do(http.MethodGet, "/metrics", "", nil).body)
+	body := string(h.gw.Do(http.MethodGet, "/metrics", "", nil).Body)
 	m := regexp.MustCompile(`sandgate_nomad_request_duration_seconds_count\{op="` + nomad.OpNodeAllocated + `"\} ([0-9]+)`).FindStringSubmatch(body)
 	if m == nil {
 		t.Fatalf("/metrics has no NodeAllocated count")

@@ -1,10 +1,6 @@
 package gateway_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"io"
-	"net/http"
 	"testing"
 	"time"
 
@@ -20,7 +16,8 @@ import (
 // harness is the whole gateway in-process on the Nomad simulator, with a
 // real bbolt file, real JWTs, the embedded bundle (or policyDir's) and a
 // real decision log (gatewaytest builds it), under the names this
-// package's tests use.
+// package's tests use. Requests go through the gateway's own words:
+// h.gw.Do, h.gw.Create, h.gw.Exec and apitest.ExpectProblem.
 type harness struct {
 	t        testing.TB
 	gw       *gatewaytest.Gateway
@@ -94,103 +91,6 @@ func harnessOf(t testing.TB, gw *gatewaytest.Gateway) *harness {
 func (h *harness) mint(role token.Role, sub string) string {
 	h.t.Helper()
 	return h.gw.Mint(role, sub)
-}
-
-type response struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-func (r response) json(t testing.TB) map[string]any {
-	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(r.body, &m); err != nil {
-		t.Fatalf("status %d, body is not a JSON object: %v\n%s", r.status, err, r.body)
-	}
-	return m
-}
-
-func (h *harness) do(method, path, tok string, body any) response {
-	h.t.Helper()
-	var rd io.Reader
-	contentType := "application/json"
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = bytes.NewBufferString(b)
-	case []byte: // raw bytes, as a file PUT takes them (with their Content-Length)
-		rd, contentType = bytes.NewReader(b), "application/octet-stream"
-	default:
-		data, err := json.Marshal(b)
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequest(method, h.url+path, rd)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	if rd != nil {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return response{status: resp.StatusCode, header: resp.Header, body: data}
-}
-
-// create makes a sandbox and returns its id and session token.
-func (h *harness) create(tok string, body any) (string, string) {
-	h.t.Helper()
-	if body == nil {
-		body = map[string]any{}
-	}
-	r := h.do(http.MethodPost, "/v1/sandboxes", tok, body)
-	if r.status != http.StatusCreated {
-		h.t.Fatalf("create: %d %s", r.status, r.body)
-	}
-	m := r.json(h.t)
-	return m["id"].(string), m["token"].(string)
-}
-
-// expectProblem checks a problem+json answer's status, code and rule ids.
-func expectProblem(t *testing.T, r response, status int, code string, rules ...string) map[string]any {
-	t.Helper()
-	if r.status != status {
-		t.Fatalf("status %d, want %d: %s", r.status, status, r.body)
-	}
-	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
-		t.Fatalf("Content-Type %q, want application/problem+json", ct)
-	}
-	m := r.json(t)
-	if m["code"] != code {
-		t.Fatalf("code %v, want %s: %s", m["code"], code, r.body)
-	}
-	if m["status"] != float64(status) || m["type"] == "" || m["title"] == "" || m["request_id"] == "" {
-		t.Fatalf("problem lacks type/title/status/request_id: %s", r.body)
-	}
-	got, _ := m["rule_ids"].([]any)
-	for _, want := range rules {
-		found := false
-		for _, g := range got {
-			found = found || g == want
-		}
-		if !found {
-			t.Fatalf("rule_ids %v lack %s: %s", got, want, r.body)
-		}
-	}
-	return m
 }
 
 // nomadClient is the client the gateway uses, for baselines.

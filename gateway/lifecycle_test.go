@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"sandgate/gateway/apitest"
 	"sandgate/nomad/nomadsim"
 	"sandgate/store"
 )
@@ -49,27 +50,27 @@ func TestConcurrentCreatesNeverOverrunANodeBudget(t *testing.T) {
 	h := newHarness(t, harnessOptions{nodes: []store.Node{{Name: "worker-1", Enrollment: "sandbox", State: "active", MaxSandboxes: 8}}})
 	const n = 200
 	var wg sync.WaitGroup
-	statuses := make([]response, n)
+	statuses := make([]apitest.Reply, n)
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			statuses[i] = h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"wait_seconds": 0})
+			statuses[i] = h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"wait_seconds": 0})
 		}()
 	}
 	wg.Wait()
 	created, refused := 0, 0
 	for _, r := range statuses {
-		switch r.status {
+		switch r.Status {
 		case http.StatusCreated:
 			created++
 		case http.StatusTooManyRequests:
 			refused++
-			if r.header.Get("Retry-After") == "" || !strings.Contains(string(r.body), `"budget_exhausted"`) {
-				t.Fatalf("429 without Retry-After or code: %v %s", r.header, r.body)
+			if r.Header.Get("Retry-After") == "" || !strings.Contains(string(r.Body), `"budget_exhausted"`) {
+				t.Fatalf("429 without Retry-After or code: %v %s", r.Header, r.Body)
 			}
 		default:
-			t.Fatalf("unexpected status %d: %s", r.status, r.body)
+			t.Fatalf("unexpected status %d: %s", r.Status, r.Body)
 		}
 	}
 	if created != 8 || refused != n-8 {
@@ -93,7 +94,7 @@ func TestAnIdleReaperPassMakesNoNomadCall(t *testing.T) {
 		t.Fatalf("idle reaper pass made %d Nomad calls: %v", got, h.sim.RequestLog())
 	}
 	// a live sandbox that is not due costs no call either
-	h.create(h.operator, nil)
+	h.gw.Create(h.operator, nil)
 	h.sim.ResetRequests()
 	if n, err := h.srv.Reap(context.Background()); n != 0 || err != nil {
 		t.Fatalf("reap: %d %v", n, err)
@@ -107,8 +108,8 @@ func TestReconcilePurgesOrphanJobsAndEndsRecordsWhoseJobVanished(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	ctx := context.Background()
-	keep, _ := h.create(h.operator, nil)
-	gone, _ := h.create(h.operator, nil)
+	keep := h.gw.Create(h.operator, nil).ID
+	gone := h.gw.Create(h.operator, nil).ID
 
 	nc, err := api.NewClient(&api.Config{Address: h.simURL()})
 	if err != nil {
@@ -167,9 +168,9 @@ func TestNomadFailuresDuringCreateLeaveNothingBehind(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, harnessOptions{})
 			h.sim.InjectFault(c.fault)
-			r := h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{})
-			m := expectProblem(t, r, http.StatusServiceUnavailable, "nomad_unavailable")
-			if r.header.Get("Retry-After") == "" {
+			r := h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{})
+			m := apitest.ExpectProblem(t, r, http.StatusServiceUnavailable, "nomad_unavailable")
+			if r.Header.Get("Retry-After") == "" {
 				t.Fatal("503 without Retry-After")
 			}
 			if _, ok := m["token"]; ok {
@@ -203,15 +204,15 @@ func TestPlacementFailureReleasesTheBudgetAndPurgesTheJob(t *testing.T) {
 			}
 		}
 	}})
-	r := h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"node": "worker-1"})
+	r := h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"node": "worker-1"})
 	// Never a 201 for a sandbox Nomad would not place: a 503 (the node is
 	// not full; room will not help) naming the missing driver.
-	m := expectProblem(t, r, http.StatusServiceUnavailable, "placement_failed")
-	if d, _ := m["detail"].(string); !strings.Contains(d, "driver") || r.header.Get("Retry-After") == "" {
-		t.Fatalf("want a problem naming the missing driver, with Retry-After: %v %s", r.header, r.body)
+	m := apitest.ExpectProblem(t, r, http.StatusServiceUnavailable, "placement_failed")
+	if d, _ := m["detail"].(string); !strings.Contains(d, "driver") || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("want a problem naming the missing driver, with Retry-After: %v %s", r.Header, r.Body)
 	}
 	if _, ok := m["token"]; ok {
-		t.Fatalf("a failed sandbox's void token was handed out: %s", r.body)
+		t.Fatalf("a failed sandbox's void token was handed out: %s", r.Body)
 	}
 	if rec, err := h.st.Get(context.Background(), m["sandbox_id"].(string)); err != nil || rec.State != store.StateFailed || rec.EndReason != "placement_failed" {
 		t.Fatalf("record %+v, %v", rec, err)
@@ -225,8 +226,8 @@ func TestPlacementFailureReleasesTheBudgetAndPurgesTheJob(t *testing.T) {
 func TestTheReaperEndsExpiredSandboxesAndPurgesTheirJobs(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{fake: true})
-	short, _ := h.create(h.operator, map[string]any{"ttl_seconds": 60})
-	long, _ := h.create(h.operator, map[string]any{"ttl_seconds": 3600})
+	short := h.gw.Create(h.operator, map[string]any{"ttl_seconds": 60}).ID
+	long := h.gw.Create(h.operator, map[string]any{"ttl_seconds": 3600}).ID
 	h.clock.Advance(61 * time.Second)
 	if n, err := h.srv.Reap(context.Background()); n != 1 || err != nil {
 		t.Fatalf("reap: %d %v", n, err)
@@ -243,10 +244,10 @@ func TestAStartingSandboxIsWatchedUntilItRunsOrTimesOut(t *testing.T) {
 	t.Run("it runs after the create answered", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, harnessOptions{simConfig: func(c *nomadsim.Config) { c.RunDelay = 300 * time.Millisecond }})
-		r := h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"wait_seconds": 0})
-		m := r.json(t)
-		if r.status != http.StatusCreated || m["state"] != "starting" {
-			t.Fatalf("create: %d %s", r.status, r.body)
+		r := h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"wait_seconds": 0})
+		m := r.JSON(t)
+		if r.Status != http.StatusCreated || m["state"] != "starting" {
+			t.Fatalf("create: %d %s", r.Status, r.Body)
 		}
 		id := m["id"].(string)
 		deadline := time.Now().Add(10 * time.Second)
@@ -261,8 +262,8 @@ func TestAStartingSandboxIsWatchedUntilItRunsOrTimesOut(t *testing.T) {
 	t.Run("it fails and is purged when it never runs", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, harnessOptions{startTimeout: time.Millisecond, simConfig: func(c *nomadsim.Config) { c.RunDelay = time.Hour }})
-		r := h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"wait_seconds": 0})
-		id := r.json(t)["id"].(string)
+		r := h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"wait_seconds": 0})
+		id := r.JSON(t)["id"].(string)
 		deadline := time.Now().Add(20 * time.Second)
 		for time.Now().Before(deadline) {
 			if rec, _ := h.st.Get(context.Background(), id); rec.State == store.StateFailed {
@@ -284,7 +285,7 @@ func TestLifecycleActionsAreDecidedAndLogged(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{fake: true})
 	ctx := context.Background()
-	id, _ := h.create(h.operator, map[string]any{"ttl_seconds": 60})
+	id := h.gw.Create(h.operator, map[string]any{"ttl_seconds": 60}).ID
 	h.clock.Advance(30 * time.Second)
 	if n, err := h.srv.Reap(ctx); n != 0 || err != nil {
 		t.Fatalf("reap before expiry: %d %v", n, err)
@@ -343,29 +344,29 @@ func TestACreateWhosePickedNodeFilledMeanwhileGoesToAnotherNode(t *testing.T) {
 	t.Run("no node named: the other node is decided on and takes it", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, harnessOptions{nodes: oneEach, wrapStore: rival})
-		r := h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"wait_seconds": 0})
-		if r.status != http.StatusCreated {
-			t.Fatalf("create after its node filled meanwhile: %d %s", r.status, r.body)
+		r := h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"wait_seconds": 0})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("create after its node filled meanwhile: %d %s", r.Status, r.Body)
 		}
 		rivalRec, err := h.st.Get(context.Background(), "rival")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := r.json(t)["node"]; got == rivalRec.Node {
+		if got := r.JSON(t)["node"]; got == rivalRec.Node {
 			t.Fatalf("the create went to %v, the node the rival filled", got)
 		}
-		r = h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"wait_seconds": 0})
-		if r.status != http.StatusTooManyRequests || !strings.Contains(string(r.body), `"rule_ids":["B1"]`) || !strings.Contains(string(r.body), `"decision_id"`) {
-			t.Fatalf("a create with both nodes full: %d %s; want the policy's B1 refusal", r.status, r.body)
+		r = h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"wait_seconds": 0})
+		if r.Status != http.StatusTooManyRequests || !strings.Contains(string(r.Body), `"rule_ids":["B1"]`) || !strings.Contains(string(r.Body), `"decision_id"`) {
+			t.Fatalf("a create with both nodes full: %d %s; want the policy's B1 refusal", r.Status, r.Body)
 		}
 		assertBudgetMatchesLiveRecords(t, h)
 	})
 	t.Run("a node named: no other node is tried", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, harnessOptions{nodes: oneEach, wrapStore: rival})
-		r := h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"node": "worker-1", "wait_seconds": 0})
-		if r.status != http.StatusTooManyRequests || !strings.Contains(string(r.body), `"rule_ids":["B1"]`) || !strings.Contains(string(r.body), `"decision_id"`) {
-			t.Fatalf("a create on a named node that filled meanwhile: %d %s", r.status, r.body)
+		r := h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"node": "worker-1", "wait_seconds": 0})
+		if r.Status != http.StatusTooManyRequests || !strings.Contains(string(r.Body), `"rule_ids":["B1"]`) || !strings.Contains(string(r.Body), `"decision_id"`) {
+			t.Fatalf("a create on a named node that filled meanwhile: %d %s", r.Status, r.Body)
 		}
 		live, _ := h.st.List(context.Background(), store.Filter{LiveOnly: true})
 		if len(live) != 1 || live[0].ID != "rival" {
@@ -387,18 +388,18 @@ func TestConcurrentCreatesFillEveryNodeWithoutAFalseRefusal(t *testing.T) {
 	}})
 	const n = 12
 	var wg sync.WaitGroup
-	out := make([]response, n)
+	out := make([]apitest.Reply, n)
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i] = h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"wait_seconds": 0})
+			out[i] = h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"wait_seconds": 0})
 		}()
 	}
 	wg.Wait()
 	for i, r := range out {
-		if r.status != http.StatusCreated {
-			t.Errorf("create %d of %d with room for all: %d %s", i, n, r.status, r.body)
+		if r.Status != http.StatusCreated {
+			t.Errorf("create %d of %d with room for all: %d %s", i, n, r.Status, r.Body)
 		}
 	}
 	assertBudgetMatchesLiveRecords(t, h)

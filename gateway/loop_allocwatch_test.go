@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"sandgate/gateway/apitest"
 	"sandgate/store"
 )
 
@@ -16,16 +17,16 @@ import (
 func TestALostNodeIsUnavailableThenTheSandboxEnds(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
-	id, session := h.create(h.operator, map[string]any{"node": "worker-1"})
+	id, session := h.gw.Create(h.operator, map[string]any{"node": "worker-1"}).IDToken()
 	if err := h.sim.SetNodeStatus("worker-1", "down"); err != nil {
 		t.Fatal(err)
 	}
-	r := h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"true"}})
-	expectProblem(t, r, http.StatusServiceUnavailable, "nomad_unavailable")
-	if r.header.Get("Retry-After") == "" {
-		t.Fatalf("503 without Retry-After: %s", r.body)
+	r := h.gw.Do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"true"}})
+	apitest.ExpectProblem(t, r, http.StatusServiceUnavailable, "nomad_unavailable")
+	if r.Header.Get("Retry-After") == "" {
+		t.Fatalf("503 without Retry-After: %s", r.Body)
 	}
-	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes/"+id+"/logs", session, nil), http.StatusServiceUnavailable, "nomad_unavailable")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, "/v1/sandboxes/"+id+"/logs", session, nil), http.StatusServiceUnavailable, "nomad_unavailable")
 	if n, err := h.srv.WatchAllocations(t.Context()); err != nil || n != 0 {
 		t.Fatalf("watch while the node is down: %d ended, %v", n, err)
 	}
@@ -60,7 +61,7 @@ func TestALostNodeIsUnavailableThenTheSandboxEnds(t *testing.T) {
 		t.Fatalf("the job was not purged: %v", h.sim.Jobs())
 	}
 	// Its token was revoked with the end.
-	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes/"+id, session, nil), http.StatusUnauthorized, "unauthenticated")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, "/v1/sandboxes/"+id, session, nil), http.StatusUnauthorized, "unauthenticated")
 }
 
 // A call that finds the allocation already replaced ends the sandbox at
@@ -68,22 +69,22 @@ func TestALostNodeIsUnavailableThenTheSandboxEnds(t *testing.T) {
 func TestExecOnAReplacedAllocationEndsTheSandbox(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
-	id, session := h.create(h.operator, map[string]any{"node": "worker-1"})
+	id, session := h.gw.Create(h.operator, map[string]any{"node": "worker-1"}).IDToken()
 	for _, st := range []string{"down", "ready"} {
 		if err := h.sim.SetNodeStatus("worker-1", st); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var r response
+	var r apitest.Reply
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		r = h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"true"}})
-		if r.status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+		r = h.gw.Do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"true"}})
+		if r.Status != http.StatusServiceUnavailable || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond) // the replacement is being placed
 	}
-	expectProblem(t, r, http.StatusGone, "sandbox_lost")
+	apitest.ExpectProblem(t, r, http.StatusGone, "sandbox_lost")
 	if rec, _ := h.st.Get(t.Context(), id); rec.EndReason != "lost" {
 		t.Fatalf("after the 410: %+v", rec)
 	}

@@ -39,9 +39,9 @@ func TestASandboxPastItsTaskDirQuotaIsEndedAtTheNextMonitorPass(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	quota := int64(h.engine.Settings().Docker.TaskDirs.QuotaMB) << 20
-	local, _ := h.create(h.operator, map[string]any{"node": "worker-1"})
-	alloc, _ := h.create(h.operator, map[string]any{"node": "worker-1"})
-	small, _ := h.create(h.operator, map[string]any{"node": "worker-1"})
+	local := h.gw.Create(h.operator, map[string]any{"node": "worker-1"}).ID
+	alloc := h.gw.Create(h.operator, map[string]any{"node": "worker-1"}).ID
+	small := h.gw.Create(h.operator, map[string]any{"node": "worker-1"}).ID
 	// What `dd` of 100 MiB into /local and /alloc leaves on the client's disk;
 	// 1 MiB stays well under the quota.
 	must(t, h.sim.WriteTaskFile(h.allocOf(local), "sandbox/local/big", 100<<20))
@@ -69,13 +69,13 @@ func TestASandboxPastItsTaskDirQuotaIsEndedAtTheNextMonitorPass(t *testing.T) {
 	if u, _ := h.st.NodeUsage(t.Context(), "worker-1"); u.Sandboxes != 1 {
 		t.Fatalf("budget after the pass: %+v, want only the small sandbox's", u)
 	}
-	r := h.do(http.MethodGet, "/v1/sandboxes/"+local, h.operator, nil)
-	if m := r.json(t); m["end_reason"] != "disk_quota" {
-		t.Fatalf("status of the ended sandbox: %s", r.body)
+	r := h.gw.Do(http.MethodGet, "/v1/sandboxes/"+local, h.operator, nil)
+	if m := r.JSON(t); m["end_reason"] != "disk_quota" {
+		t.Fatalf("status of the ended sandbox: %s", r.Body)
 	}
-	r = h.do(http.MethodGet, "/v1/decisions?limit=500", h.operator, nil)
+	r = h.gw.Do(http.MethodGet, "/v1/decisions?limit=500", h.operator, nil)
 	found := false
-	for _, x := range r.json(t)["decisions"].([]any) {
+	for _, x := range r.JSON(t)["decisions"].([]any) {
 		d := x.(map[string]any)
 		if d["entrypoint"] == "reclaim" && d["allow"] == false && d["sandbox_id"] == local {
 			ids := d["rule_ids"].([]any)
@@ -83,7 +83,7 @@ func TestASandboxPastItsTaskDirQuotaIsEndedAtTheNextMonitorPass(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Fatalf("no reclaim decision with H5 for %s in /v1/decisions: %s", local, r.body)
+		t.Fatalf("no reclaim decision with H5 for %s in /v1/decisions: %s", local, r.Body)
 	}
 	// The next pass walks the one running sandbox and ends nothing.
 	if n, err := h.srv.Reclaim(t.Context()); n != 0 || err != nil {
@@ -113,7 +113,7 @@ func TestATreeShapedAgainstTheWalkCountsAsOverTheQuota(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, harnessOptions{})
-			id, _ := h.create(h.operator, map[string]any{"node": "worker-1"})
+			id := h.gw.Create(h.operator, map[string]any{"node": "worker-1"}).ID
 			shape(h, h.allocOf(id))
 			if n, err := h.srv.Reclaim(t.Context()); n != 1 || err != nil {
 				t.Fatalf("Reclaim = %d, %v", n, err)
@@ -163,7 +163,7 @@ func TestTheDiskQuotaEndsNothingWhenItCannotJudge(t *testing.T) {
 				o.policyDir = copyBundle(t, c.edit)
 			}
 			h := newHarness(t, o)
-			id, _ := h.create(h.operator, map[string]any{"node": "worker-1"})
+			id := h.gw.Create(h.operator, map[string]any{"node": "worker-1"}).ID
 			must(t, h.sim.WriteTaskFile(h.allocOf(id), "sandbox/local/big", 100<<20))
 			if c.fault != nil {
 				h.sim.InjectFault(*c.fault)
@@ -182,9 +182,9 @@ func TestTheDiskQuotaEndsNothingWhenItCannotJudge(t *testing.T) {
 func TestTheDiskQuotaWalksNothingWhileNoSandboxRuns(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
-	id, _ := h.create(h.operator, map[string]any{"node": "worker-1"})
-	if r := h.do(http.MethodDelete, "/v1/sandboxes/"+id, h.operator, nil); r.status != http.StatusNoContent {
-		t.Fatalf("destroy: %d %s", r.status, r.body)
+	id := h.gw.Create(h.operator, map[string]any{"node": "worker-1"}).ID
+	if r := h.gw.Do(http.MethodDelete, "/v1/sandboxes/"+id, h.operator, nil); r.Status != http.StatusNoContent {
+		t.Fatalf("destroy: %d %s", r.Status, r.Body)
 	}
 	h.sim.ResetRequests()
 	if n, err := h.srv.Reclaim(t.Context()); n != 0 || err != nil {
@@ -198,7 +198,7 @@ func TestTheDiskQuotaWalksNothingWhileNoSandboxRuns(t *testing.T) {
 func TestAnIdleSandboxCostsOneAllocationReadAndFiveListings(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
-	id, _ := h.create(h.operator, map[string]any{"node": "worker-1"})
+	id := h.gw.Create(h.operator, map[string]any{"node": "worker-1"}).ID
 	alloc := h.allocOf(id)
 	h.sim.ResetRequests()
 	u, err := h.nc.TaskDirUsage(t.Context(), alloc, "sandbox", nomad.WalkLimits{})

@@ -39,9 +39,9 @@ func TestUsageMonitorReclaimsANodeCrossingTheDiskOrMemoryThreshold(t *testing.T)
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, harnessOptions{})
-			a, _ := h.create(h.operator, map[string]any{"node": "worker-1"})
-			b, _ := h.create(h.operator, map[string]any{"node": "worker-1"})
-			other, _ := h.create(h.operator, map[string]any{"node": "worker-2"})
+			a := h.gw.Create(h.operator, map[string]any{"node": "worker-1"}).ID
+			b := h.gw.Create(h.operator, map[string]any{"node": "worker-1"}).ID
+			other := h.gw.Create(h.operator, map[string]any{"node": "worker-2"}).ID
 			if err := h.sim.SetNodeUsage("worker-1", c.mem, c.disk); err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +81,7 @@ func TestUsageMonitorReclaimsANodeCrossingTheDiskOrMemoryThreshold(t *testing.T)
 func TestUsageMonitorReclaimsANodeNomadDrains(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{fake: true})
-	id, _ := h.create(h.operator, map[string]any{"node": "worker-2"})
+	id := h.gw.Create(h.operator, map[string]any{"node": "worker-2"}).ID
 	if n, err := h.srv.Reclaim(t.Context()); n != 0 || err != nil {
 		t.Fatalf("before the drain: %d, %v", n, err)
 	}
@@ -96,9 +96,9 @@ func TestUsageMonitorReclaimsANodeNomadDrains(t *testing.T) {
 	if rec, _ := h.st.Get(t.Context(), id); rec.State != store.StateEnded || rec.EndReason != "reclaimed" {
 		t.Fatalf("after the drain: %+v", rec)
 	}
-	r := h.do(http.MethodGet, "/v1/decisions?limit=500", h.operator, nil)
+	r := h.gw.Do(http.MethodGet, "/v1/decisions?limit=500", h.operator, nil)
 	found := false
-	for _, x := range r.json(t)["decisions"].([]any) {
+	for _, x := range r.JSON(t)["decisions"].([]any) {
 		d := x.(map[string]any)
 		if d["entrypoint"] == "reclaim" && d["allow"] == false {
 			ids := d["rule_ids"].([]any)
@@ -106,7 +106,7 @@ func TestUsageMonitorReclaimsANodeNomadDrains(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Fatalf("no reclaim decision with R2 in /v1/decisions: %s", r.body)
+		t.Fatalf("no reclaim decision with R2 in /v1/decisions: %s", r.Body)
 	}
 }
 
@@ -124,7 +124,7 @@ func TestUsageMonitorReclaimsNothingWhenThePolicyCannotDecide(t *testing.T) {
 		return []byte(strings.Replace(string(data), decision, `decision := {"allow": false}`, 1)), nil
 	})
 	h := newHarness(t, harnessOptions{policyDir: dir})
-	id, _ := h.create(h.operator, map[string]any{"node": "worker-1"})
+	id := h.gw.Create(h.operator, map[string]any{"node": "worker-1"}).ID
 	if err := h.sim.SetNodeUsage("worker-1", 99, 99); err != nil {
 		t.Fatal(err)
 	}

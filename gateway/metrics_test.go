@@ -41,12 +41,12 @@ func TestEveryDocumentedMetricIsOnAFreshGateway(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	families := func() map[string]bool {
-		r := h.do(http.MethodGet, "/metrics", "", nil)
-		if r.status != http.StatusOK {
-			t.Fatalf("/metrics: %d", r.status)
+		r := h.gw.Do(http.MethodGet, "/metrics", "", nil)
+		if r.Status != http.StatusOK {
+			t.Fatalf("/metrics: %d", r.Status)
 		}
 		have := map[string]bool{}
-		for _, m := range regexp.MustCompile(`(?m)^# TYPE (\S+) `).FindAllStringSubmatch(string(r.body), -1) {
+		for _, m := range regexp.MustCompile(`(?m)^# TYPE (\S+) `).FindAllStringSubmatch(string(r.Body), -1) {
 			have[m[1]] = true
 		}
 		return have
@@ -61,7 +61,7 @@ func TestEveryDocumentedMetricIsOnAFreshGateway(t *testing.T) {
 			t.Errorf("%s is named in docs/ but not on a fresh gateway's /metrics", name)
 		}
 	}
-	body := string(h.do(http.MethodGet, "/metrics", "", nil).body)
+	body := string(h.gw.Do(http.MethodGet, "/metrics", "", nil).Body)
 	for _, zero := range []string{
 		`sandgate_sandboxes_ended_total{reason="destroyed"} 0`,
 		`sandgate_reconcile_actions_total{action="orphan_job_purged"} 0`,

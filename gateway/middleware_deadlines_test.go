@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"sandgate/gateway"
+	"sandgate/gateway/apitest"
 	"sandgate/gateway/client"
 	"sandgate/gateway/gatewaytest"
 	"sandgate/gateway/token"
@@ -54,7 +55,7 @@ func dial(t *testing.T, h *harness) net.Conn {
 // answerAndEnd reads what the gateway sends on conn until it closes the
 // connection, within failSafe: the answer, if one came first (ok false
 // if the connection ended without one).
-func answerAndEnd(t *testing.T, conn net.Conn) (r response, ok bool) {
+func answerAndEnd(t *testing.T, conn net.Conn) (r apitest.Reply, ok bool) {
 	t.Helper()
 	if err := conn.SetReadDeadline(time.Now().Add(failSafe)); err != nil {
 		t.Fatal(err)
@@ -69,14 +70,14 @@ func answerAndEnd(t *testing.T, conn net.Conn) (r response, ok bool) {
 		if isTimeout(err) {
 			t.Fatalf("the gateway neither answered nor closed the connection within %v", failSafe)
 		}
-		return response{}, false // closed (or reset) without an answer
+		return apitest.Reply{}, false // closed (or reset) without an answer
 	}
 	body, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	if _, err := br.ReadByte(); err == nil || isTimeout(err) {
 		t.Fatalf("the connection stayed open after the answer (%d %s): %v", resp.StatusCode, body, err)
 	}
-	return response{status: resp.StatusCode, header: resp.Header, body: body}, true
+	return apitest.Reply{Status: resp.StatusCode, Header: resp.Header, Body: body}, true
 }
 
 // A request that announces a body and sends none is answered, or its
@@ -109,7 +110,7 @@ func TestABodyThatNeverComesEndsTheConnection(t *testing.T) {
 			if !answered {
 				t.Fatalf("closed without the %d answer", tc.want)
 			}
-			expectProblem(t, r, tc.want, "request_timeout")
+			apitest.ExpectProblem(t, r, tc.want, "request_timeout")
 			checkNoStore(t, "the 408", r)
 		})
 	}
@@ -153,9 +154,9 @@ func TestATrickledBodyIsCut(t *testing.T) {
 		t.Fatal("closed without an answer")
 	}
 	if n := sent.Load(); n >= int64(len(body)) {
-		t.Fatalf("the gateway answered %d only once the whole body (%d bytes) had trickled in", r.status, n)
+		t.Fatalf("the gateway answered %d only once the whole body (%d bytes) had trickled in", r.Status, n)
 	}
-	expectProblem(t, r, http.StatusRequestTimeout, "request_timeout")
+	apitest.ExpectProblem(t, r, http.StatusRequestTimeout, "request_timeout")
 	if len(h.sim.Jobs()) != 0 {
 		t.Fatal("the cut create reached Nomad")
 	}
@@ -191,7 +192,7 @@ func TestASteadyFileUploadLongerThanTheReadTimeoutIsNotCut(t *testing.T) {
 	t.Parallel()
 	const readTimeout = 300 * time.Millisecond
 	h := shortDeadlines(t, readTimeout, 0)
-	id, session := h.create(h.operator, nil)
+	id, session := h.gw.Create(h.operator, nil).IDToken()
 	const size = 2 << 20
 	body := &steadyReader{left: size, chunk: 32 << 10, pause: 15 * time.Millisecond}
 	req, err := http.NewRequest(http.MethodPut, h.url+"/v1/sandboxes/"+id+"/files?path=/workspace/big.bin", body)
@@ -224,7 +225,7 @@ func TestASteadyFileUploadLongerThanTheReadTimeoutIsNotCut(t *testing.T) {
 func TestExecsLongerThanTheTimeoutsAreNotCut(t *testing.T) {
 	t.Parallel()
 	h := shortDeadlines(t, 200*time.Millisecond, 300*time.Millisecond)
-	id, session := h.create(h.operator, nil)
+	id, session := h.gw.Create(h.operator, nil).IDToken()
 	c, err := client.New(client.Config{Addr: h.url, Token: session})
 	if err != nil {
 		t.Fatal(err)
@@ -242,9 +243,9 @@ func TestExecsLongerThanTheTimeoutsAreNotCut(t *testing.T) {
 	if last.Event != client.EventExit || output(events, client.EventStdout) != "a\nb\n" {
 		t.Fatalf("the stream: %+v", events)
 	}
-	r := h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"sleep", "1"}})
-	if r.status != http.StatusOK || r.json(t)["exit_code"] != float64(0) {
-		t.Fatalf("the JSON exec: %d %s", r.status, r.body)
+	r := h.gw.Do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"sleep", "1"}})
+	if r.Status != http.StatusOK || r.JSON(t)["exit_code"] != float64(0) {
+		t.Fatalf("the JSON exec: %d %s", r.Status, r.Body)
 	}
 }
 
@@ -267,11 +268,11 @@ func TestAClientThatStopsReadingIsCut(t *testing.T) {
 		},
 	}))
 	t0 := time.Now()
-	id, session := h.create(h.operator, nil)
+	id, session := h.gw.Create(h.operator, nil).IDToken()
 	const size = 2 << 20
 	defer func() { t.Logf("took %v", time.Since(t0)) }()
-	if r := h.do(http.MethodPut, "/v1/sandboxes/"+id+"/files?path=/workspace/big.bin", session, bytes.Repeat([]byte("z"), size)); r.status != http.StatusOK {
-		t.Fatalf("put: %d %s", r.status, r.body)
+	if r := h.gw.Do(http.MethodPut, "/v1/sandboxes/"+id+"/files?path=/workspace/big.bin", session, bytes.Repeat([]byte("z"), size)); r.Status != http.StatusOK {
+		t.Fatalf("put: %d %s", r.Status, r.Body)
 	}
 	t.Logf("created and written after %v", time.Since(t0))
 	conn := dial(t, h)
@@ -283,8 +284,8 @@ func TestAClientThatStopsReadingIsCut(t *testing.T) {
 	}
 	// The client reads nothing until the gateway has finished the request.
 	done := func() bool {
-		m := h.do(http.MethodGet, "/metrics", "", nil)
-		for _, line := range strings.Split(string(m.body), "\n") {
+		m := h.gw.Do(http.MethodGet, "/metrics", "", nil)
+		for _, line := range strings.Split(string(m.Body), "\n") {
 			if strings.HasPrefix(line, "sandgate_http_request_duration_seconds_count{") && strings.Contains(line, `method="GET"`) && strings.Contains(line, `route="/v1/sandboxes/:id/files"`) {
 				return true
 			}

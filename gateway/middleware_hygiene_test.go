@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,34 +15,10 @@ import (
 	"time"
 
 	"sandgate/docs"
+	"sandgate/gateway/apitest"
 	"sandgate/gateway/token"
 	"sandgate/store"
 )
-
-// doHeaders is h.do with extra request headers and a raw method.
-func (h *harness) doHeaders(method, path, tok string, headers map[string]string) response {
-	h.t.Helper()
-	req, err := http.NewRequest(method, h.url+path, nil)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return response{status: resp.StatusCode, header: resp.Header, body: data}
-}
 
 // decisionLines reads the harness's decision log.
 func (h *harness) decisionLines() []map[string]any {
@@ -85,15 +60,15 @@ func TestRequestIDsAreTheGatewaysOwn(t *testing.T) {
 		{"none", "", ""},
 	} {
 		before := len(h.decisionLines())
-		r := h.doHeaders(http.MethodGet, "/v1/sandboxes", h.operator, map[string]string{"X-Request-Id": tc.sent})
-		if r.status != http.StatusOK {
-			t.Fatalf("%s: %d %s", tc.name, r.status, r.body)
+		r := h.gw.DoWith(apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes", Token: h.operator, Header: map[string]string{"X-Request-Id": tc.sent}})
+		if r.Status != http.StatusOK {
+			t.Fatalf("%s: %d %s", tc.name, r.Status, r.Body)
 		}
-		id := r.header.Get("X-Request-Id")
+		id := r.Header.Get("X-Request-Id")
 		if !serverRequestID.MatchString(id) || id == tc.sent {
 			t.Errorf("%s: X-Request-Id %q, want the gateway's own", tc.name, id)
 		}
-		if got := r.header.Get("X-Client-Request-Id"); got != tc.kept {
+		if got := r.Header.Get("X-Client-Request-Id"); got != tc.kept {
 			t.Errorf("%s: X-Client-Request-Id %q, want %q", tc.name, got, tc.kept)
 		}
 		lines := h.decisionLines()
@@ -109,9 +84,9 @@ func TestRequestIDsAreTheGatewaysOwn(t *testing.T) {
 		}
 	}
 	// and a problem carries the gateway's id too
-	r := h.doHeaders(http.MethodGet, "/v1/sandboxes", "", map[string]string{"X-Request-Id": "mine"})
-	if p := r.json(t); p["request_id"] != r.header.Get("X-Request-Id") || p["request_id"] == "mine" {
-		t.Fatalf("problem request_id %v, header %s", p["request_id"], r.header.Get("X-Request-Id"))
+	r := h.gw.DoWith(apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes", Token: "", Header: map[string]string{"X-Request-Id": "mine"}})
+	if p := r.JSON(t); p["request_id"] != r.Header.Get("X-Request-Id") || p["request_id"] == "mine" {
+		t.Fatalf("problem request_id %v, header %s", p["request_id"], r.Header.Get("X-Request-Id"))
 	}
 }
 
@@ -124,17 +99,17 @@ func TestOneRequestCannotFloodTheDecisionLog(t *testing.T) {
 	// Past the gateway's 16 KiB it answers 431 itself; past twice that
 	// (ServerHeaderLimit) the HTTP server of `sandgate serve`, which the
 	// test gateway shares, refuses with a bare 431 before reading more.
-	r := h.doHeaders(http.MethodGet, "/v1/sandboxes", h.operator, map[string]string{"X-Padding": strings.Repeat("p", 20<<10)})
-	expectProblem(t, r, http.StatusRequestHeaderFieldsTooLarge, "header_too_large")
-	if r := h.doHeaders(http.MethodGet, "/v1/sandboxes", h.operator, map[string]string{"X-Padding": strings.Repeat("p", 100<<10)}); r.status != http.StatusRequestHeaderFieldsTooLarge {
-		t.Fatalf("100 KiB of headers: %d, want 431", r.status)
+	r := h.gw.DoWith(apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes", Token: h.operator, Header: map[string]string{"X-Padding": strings.Repeat("p", 20<<10)}})
+	apitest.ExpectProblem(t, r, http.StatusRequestHeaderFieldsTooLarge, "header_too_large")
+	if r := h.gw.DoWith(apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes", Token: h.operator, Header: map[string]string{"X-Padding": strings.Repeat("p", 100<<10)}}); r.Status != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("100 KiB of headers: %d, want 431", r.Status)
 	}
 	if n := len(h.decisionLines()); n != before {
 		t.Fatalf("a refused oversized request wrote %d decision lines", n-before)
 	}
 	// A long path id within the header bound still writes one bounded line.
 	long := strings.Repeat("k", 12<<10)
-	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes/"+long, h.operator, nil), http.StatusNotFound, "sandbox_not_found")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, "/v1/sandboxes/"+long, h.operator, nil), http.StatusNotFound, "sandbox_not_found")
 	raw, err := os.ReadFile(filepath.Join(h.dataDir, "decisions.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -152,9 +127,9 @@ func TestMetricsLabelsTakeOnlyKnownValues(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	series := func() int {
-		m := h.do(http.MethodGet, "/metrics", "", nil)
+		m := h.gw.Do(http.MethodGet, "/metrics", "", nil)
 		n := 0
-		for _, l := range strings.Split(string(m.body), "\n") {
+		for _, l := range strings.Split(string(m.Body), "\n") {
 			if strings.HasPrefix(l, "sandgate_http_request_duration_seconds_count{") {
 				n++
 			}
@@ -162,21 +137,21 @@ func TestMetricsLabelsTakeOnlyKnownValues(t *testing.T) {
 		return n
 	}
 	// one request of each kind the flood sends, and a scrape
-	h.doHeaders("FOO", "/v1/sandboxes", "", nil)
-	h.doHeaders("FOO", "/no/such/path", "", nil)
-	h.doHeaders(http.MethodGet, "/no/such/path", "", nil)
+	h.gw.Do("FOO", "/v1/sandboxes", "", nil)
+	h.gw.Do("FOO", "/no/such/path", "", nil)
+	h.gw.Do(http.MethodGet, "/no/such/path", "", nil)
 	series()
 	start := series()
 	for i := range 50 {
 		method := "M" + strings.Repeat("X", i%20) + string(rune('A'+i%26))
-		h.doHeaders(method, "/v1/sandboxes", "", nil)
-		h.doHeaders(method, "/nowhere/"+strings.Repeat("z", i), "", nil)
-		h.doHeaders(http.MethodGet, "/nowhere/"+strings.Repeat("y", i), "", nil)
+		h.gw.Do(method, "/v1/sandboxes", "", nil)
+		h.gw.Do(method, "/nowhere/"+strings.Repeat("z", i), "", nil)
+		h.gw.Do(http.MethodGet, "/nowhere/"+strings.Repeat("y", i), "", nil)
 	}
 	if n := series(); n != start {
 		t.Fatalf("request series grew from %d to %d", start, n)
 	}
-	body := string(h.do(http.MethodGet, "/metrics", "", nil).body)
+	body := string(h.gw.Do(http.MethodGet, "/metrics", "", nil).Body)
 	for _, want := range []string{`method="other",route="unmatched"`, `method="GET",route="unmatched"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
@@ -192,9 +167,9 @@ func TestEveryAnswerSaysNosniff(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/v1/capabilities", "/llms.txt", "/v1/sandboxes", "/nowhere", "/"} {
-		r := h.doHeaders(http.MethodGet, path, "", nil)
-		if got := r.header.Get("X-Content-Type-Options"); got != "nosniff" {
-			t.Errorf("%s (%d): X-Content-Type-Options %q", path, r.status, got)
+		r := h.gw.Do(http.MethodGet, path, "", nil)
+		if got := r.Header.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("%s (%d): X-Content-Type-Options %q", path, r.Status, got)
 		}
 	}
 }
@@ -205,28 +180,28 @@ func TestEveryAnswerSaysNosniff(t *testing.T) {
 func TestAnAgentWithTheOperatorsSubjectOwnsNothingOfIt(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
-	opID, _ := h.create(h.operator, nil) // the harness operator's subject is "ops"
+	opID := h.gw.Create(h.operator, nil).ID // the harness operator's subject is "ops"
 	agent := h.mint(token.RoleAgent, "ops")
-	if r := h.do(http.MethodGet, "/v1/sandboxes", agent, nil); len(r.json(t)["sandboxes"].([]any)) != 0 {
-		t.Fatalf("the agent lists the operator's sandboxes: %s", r.body)
+	if r := h.gw.Do(http.MethodGet, "/v1/sandboxes", agent, nil); len(r.JSON(t)["sandboxes"].([]any)) != 0 {
+		t.Fatalf("the agent lists the operator's sandboxes: %s", r.Body)
 	}
-	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes/"+opID, agent, nil), http.StatusForbidden, "policy_denied", "T2")
-	expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes/"+opID+"/exec", agent, map[string]any{"argv": []string{"true"}}), http.StatusForbidden, "policy_denied", "T2")
-	expectProblem(t, h.do(http.MethodDelete, "/v1/sandboxes/"+opID, agent, nil), http.StatusForbidden, "policy_denied", "T2")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, "/v1/sandboxes/"+opID, agent, nil), http.StatusForbidden, "policy_denied", "T2")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, "/v1/sandboxes/"+opID+"/exec", agent, map[string]any{"argv": []string{"true"}}), http.StatusForbidden, "policy_denied", "T2")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodDelete, "/v1/sandboxes/"+opID, agent, nil), http.StatusForbidden, "policy_denied", "T2")
 	if rec, _ := h.st.Get(context.Background(), opID); rec.State != store.StateRunning || rec.Principal != "operator:ops" {
 		t.Fatalf("operator's record: %s owned by %q", rec.State, rec.Principal)
 	}
 	// The operator's sandbox does not count against the agent's quota.
-	r := h.do(http.MethodPost, "/v1/tokens", h.operator, map[string]any{
+	r := h.gw.Do(http.MethodPost, "/v1/tokens", h.operator, map[string]any{
 		"role": "agent", "ttl_seconds": 3600, "subject": "ops", "quota": map[string]any{"max_live_sandboxes": 1},
 	})
-	quota1 := r.json(t)["token"].(string)
-	id, _ := h.create(quota1, nil)
+	quota1 := r.JSON(t)["token"].(string)
+	id := h.gw.Create(quota1, nil).ID
 	if rec, _ := h.st.Get(context.Background(), id); rec.Principal != "agent:ops" {
 		t.Fatalf("the agent's record is owned by %q", rec.Principal)
 	}
-	if r := h.do(http.MethodGet, "/v1/sandboxes", agent, nil); len(r.json(t)["sandboxes"].([]any)) != 1 {
-		t.Fatalf("the agent lists %s", r.body)
+	if r := h.gw.Do(http.MethodGet, "/v1/sandboxes", agent, nil); len(r.JSON(t)["sandboxes"].([]any)) != 1 {
+		t.Fatalf("the agent lists %s", r.Body)
 	}
 }
 
@@ -235,12 +210,12 @@ func TestAnAgentWithTheOperatorsSubjectOwnsNothingOfIt(t *testing.T) {
 func TestAnEndedSandboxSaysWhenAndWhyItEnded(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
-	id, _ := h.create(h.operator, nil)
-	if r := h.do(http.MethodDelete, "/v1/sandboxes/"+id, h.operator, nil); r.status != http.StatusNoContent {
-		t.Fatalf("destroy: %d %s", r.status, r.body)
+	id := h.gw.Create(h.operator, nil).ID
+	if r := h.gw.Do(http.MethodDelete, "/v1/sandboxes/"+id, h.operator, nil); r.Status != http.StatusNoContent {
+		t.Fatalf("destroy: %d %s", r.Status, r.Body)
 	}
 	rec, _ := h.st.Get(context.Background(), id)
-	p := expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", h.operator, map[string]any{"argv": []string{"true"}}),
+	p := apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", h.operator, map[string]any{"argv": []string{"true"}}),
 		http.StatusGone, "sandbox_ended", "T3")
 	detail, _ := p["detail"].(string)
 	if !strings.Contains(detail, "ended at "+rec.EndedAt.UTC().Format(time.RFC3339)) || !strings.Contains(detail, "(destroyed)") ||
@@ -250,7 +225,7 @@ func TestAnEndedSandboxSaysWhenAndWhyItEnded(t *testing.T) {
 	if p["end_reason"] != "destroyed" || p["ended_at"] != rec.EndedAt.UTC().Format(time.RFC3339Nano) {
 		t.Fatalf("end_reason %v, ended_at %v (record %s)", p["end_reason"], p["ended_at"], rec.EndedAt)
 	}
-	expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes/"+id+"/extend", h.operator, map[string]any{"ttl_seconds": 600}),
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, "/v1/sandboxes/"+id+"/extend", h.operator, map[string]any{"ttl_seconds": 600}),
 		http.StatusGone, "sandbox_ended", "T3")
 }
 
@@ -259,22 +234,22 @@ func TestAnEndedSandboxSaysWhenAndWhyItEnded(t *testing.T) {
 func TestAFailedSandboxIsNotLiveForThePolicy(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
-	id, _ := h.create(h.operator, nil)
+	id := h.gw.Create(h.operator, nil).ID
 	if _, err := h.st.Update(context.Background(), id, func(r *store.Sandbox) error {
 		r.State, r.EndReason, r.LastError = store.StateFailed, "placement_failed", "no node fits"
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	p := expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", h.operator, map[string]any{"argv": []string{"true"}}),
+	p := apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", h.operator, map[string]any{"argv": []string{"true"}}),
 		http.StatusGone, "sandbox_ended", "T3")
 	if d, _ := p["detail"].(string); !strings.Contains(d, "failed") || !strings.Contains(d, "(placement_failed): no node fits") {
 		t.Fatalf("detail %q", d)
 	}
-	expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes/"+id+"/extend", h.operator, map[string]any{"ttl_seconds": 600}),
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, "/v1/sandboxes/"+id+"/extend", h.operator, map[string]any{"ttl_seconds": 600}),
 		http.StatusGone, "sandbox_ended", "T3")
-	if r := h.do(http.MethodGet, "/v1/sandboxes/"+id, h.operator, nil); r.status != http.StatusOK {
-		t.Fatalf("status of a failed sandbox: %d %s", r.status, r.body)
+	if r := h.gw.Do(http.MethodGet, "/v1/sandboxes/"+id, h.operator, nil); r.Status != http.StatusOK {
+		t.Fatalf("status of a failed sandbox: %d %s", r.Status, r.Body)
 	}
 }
 
@@ -283,14 +258,14 @@ func TestAFailedSandboxIsNotLiveForThePolicy(t *testing.T) {
 func TestTheGatewayServesLLMsTxt(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
-	r := h.doHeaders(http.MethodGet, "/llms.txt", "", nil)
-	if r.status != http.StatusOK || r.header.Get("Content-Type") != "text/plain; charset=utf-8" || !bytes.Equal(r.body, docs.LLMsTxt) {
-		t.Fatalf("GET /llms.txt: %d %q %.80q", r.status, r.header.Get("Content-Type"), r.body)
+	r := h.gw.Do(http.MethodGet, "/llms.txt", "", nil)
+	if r.Status != http.StatusOK || r.Header.Get("Content-Type") != "text/plain; charset=utf-8" || !bytes.Equal(r.Body, docs.LLMsTxt) {
+		t.Fatalf("GET /llms.txt: %d %q %.80q", r.Status, r.Header.Get("Content-Type"), r.Body)
 	}
-	if !bytes.HasPrefix(r.body, []byte("# sandgate\n")) || !bytes.Contains(r.body, []byte("## Try it")) {
-		t.Fatalf("/llms.txt is not the agents' guide: %.200s", r.body)
+	if !bytes.HasPrefix(r.Body, []byte("# sandgate\n")) || !bytes.Contains(r.Body, []byte("## Try it")) {
+		t.Fatalf("/llms.txt is not the agents' guide: %.200s", r.Body)
 	}
-	caps := h.do(http.MethodGet, "/v1/capabilities", "", nil).json(t)
+	caps := h.gw.Do(http.MethodGet, "/v1/capabilities", "", nil).JSON(t)
 	choices, _ := caps["choices"].(map[string]any)
 	if fmt.Sprint(choices["profiles"]) != "[strict workspace]" || fmt.Sprint(choices["networks"]) != "[egress none]" || len(choices["images"].([]any)) == 0 {
 		t.Fatalf("capabilities choices: %v", caps)

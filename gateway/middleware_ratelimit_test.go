@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"sandgate/gateway"
+	"sandgate/gateway/apitest"
 	"sandgate/gateway/audit"
 	"sandgate/gateway/gatewaytest"
 	"sandgate/gateway/token"
@@ -83,11 +84,11 @@ func (h *harness) allDecisionLines() []audit.Entry {
 func TestOneSessionTokenFloodingCannotRotateAnotherPrincipalsDecisionsAway(t *testing.T) {
 	t.Parallel()
 	h := rateLimitHarness(t, nil, func(c *audit.Config) { c.MaxBytes, c.Keep = 16<<10, 1 }, nil)
-	id, session := h.create(h.operator, nil)
+	id, session := h.gw.Create(h.operator, nil).IDToken()
 	victim := h.mint(token.RoleAgent, "victim")
 	for range 5 {
-		if r := h.do(http.MethodGet, "/v1/sandboxes", victim, nil); r.status != http.StatusOK {
-			t.Fatalf("victim: %d %s", r.status, r.body)
+		if r := h.gw.Do(http.MethodGet, "/v1/sandboxes", victim, nil); r.Status != http.StatusOK {
+			t.Fatalf("victim: %d %s", r.Status, r.Body)
 		}
 	}
 
@@ -95,13 +96,13 @@ func TestOneSessionTokenFloodingCannotRotateAnotherPrincipalsDecisionsAway(t *te
 	allowed, limited := 0, 0
 	for range seconds {
 		for range perSecond {
-			switch r := h.do(http.MethodGet, "/v1/sandboxes/"+id, session, nil); r.status {
+			switch r := h.gw.Do(http.MethodGet, "/v1/sandboxes/"+id, session, nil); r.Status {
 			case http.StatusOK:
 				allowed++
 			case http.StatusTooManyRequests:
 				limited++
 			default:
-				t.Fatalf("flood: %d %s", r.status, r.body)
+				t.Fatalf("flood: %d %s", r.Status, r.Body)
 			}
 		}
 		h.clock.Advance(time.Second)
@@ -146,54 +147,54 @@ func TestOneSessionTokenFloodingCannotRotateAnotherPrincipalsDecisionsAway(t *te
 		t.Errorf("the aggregated lines report %d refused requests, %d were refused", reported, limited)
 	}
 	// A reviewer finds them through the decisions API.
-	r := h.do(http.MethodGet, "/v1/decisions?entrypoint=rate_limit&principal="+sessionPrincipal, h.operator, nil)
-	if got, _ := r.json(t)["decisions"].([]any); r.status != http.StatusOK || len(got) != floodWindows {
-		t.Errorf("GET /v1/decisions?entrypoint=rate_limit: %d, %d entries, want %d: %.300s", r.status, len(got), floodWindows, r.body)
+	r := h.gw.Do(http.MethodGet, "/v1/decisions?entrypoint=rate_limit&principal="+sessionPrincipal, h.operator, nil)
+	if got, _ := r.JSON(t)["decisions"].([]any); r.Status != http.StatusOK || len(got) != floodWindows {
+		t.Errorf("GET /v1/decisions?entrypoint=rate_limit: %d, %d entries, want %d: %.300s", r.Status, len(got), floodWindows, r.Body)
 	}
 }
 
 func TestARequestPastItsBucketIs429RateLimitedWithRetryAfter(t *testing.T) {
 	t.Parallel()
 	h := rateLimitHarness(t, nil, nil, nil)
-	id, session := h.create(h.operator, nil)
+	id, session := h.gw.Create(h.operator, nil).IDToken()
 	for i := range 2 {
-		if r := h.do(http.MethodGet, "/v1/sandboxes/"+id, session, nil); r.status != http.StatusOK {
-			t.Fatalf("request %d of the burst: %d %s", i+1, r.status, r.body)
+		if r := h.gw.Do(http.MethodGet, "/v1/sandboxes/"+id, session, nil); r.Status != http.StatusOK {
+			t.Fatalf("request %d of the burst: %d %s", i+1, r.Status, r.Body)
 		}
 	}
 	before := len(h.allDecisionLines())
-	r := h.do(http.MethodGet, "/v1/sandboxes/"+id, session, nil)
-	m := expectProblem(t, r, http.StatusTooManyRequests, "rate_limited", "Q1")
-	if got := r.header.Get("Retry-After"); got != "2" { // one request every 2 s
+	r := h.gw.Do(http.MethodGet, "/v1/sandboxes/"+id, session, nil)
+	m := apitest.ExpectProblem(t, r, http.StatusTooManyRequests, "rate_limited", "Q1")
+	if got := r.Header.Get("Retry-After"); got != "2" { // one request every 2 s
 		t.Errorf("Retry-After %q, want 2", got)
 	}
 	if d, _ := m["detail"].(string); !strings.Contains(d, "session:"+id) || !strings.Contains(d, "rate_limits") {
 		t.Errorf("detail %q names neither the principal nor the data", d)
 	}
 	if _, ok := m["decision_id"]; ok {
-		t.Errorf("a rate-limited request took a decision: %s", r.body)
+		t.Errorf("a rate-limited request took a decision: %s", r.Body)
 	}
 	if after := len(h.allDecisionLines()); after != before {
 		t.Errorf("a rate-limited request wrote %d decision lines", after-before)
 	}
 	h.clock.Advance(2 * time.Second)
-	if r := h.do(http.MethodGet, "/v1/sandboxes/"+id, session, nil); r.status != http.StatusOK {
-		t.Fatalf("after Retry-After: %d %s", r.status, r.body)
+	if r := h.gw.Do(http.MethodGet, "/v1/sandboxes/"+id, session, nil); r.Status != http.StatusOK {
+		t.Fatalf("after Retry-After: %d %s", r.Status, r.Body)
 	}
 }
 
 func TestEachRoleIsLimitedByItsOwnNumbersAndEachPrincipalByItsOwnBucket(t *testing.T) {
 	t.Parallel()
 	h := rateLimitHarness(t, nil, nil, nil)
-	id, session := h.create(h.operator, nil)
-	_, other := h.create(h.operator, nil)
+	id, session := h.gw.Create(h.operator, nil).IDToken()
+	other := h.gw.Create(h.operator, nil).Token
 	agent := h.mint(token.RoleAgent, "ci")
 	// At the same pace, the agent's role (burst 10) admits what the
 	// session's (burst 2) refuses.
 	status := map[string][]int{}
 	for range 6 {
-		status["agent"] = append(status["agent"], h.do(http.MethodGet, "/v1/sandboxes", agent, nil).status)
-		status["session"] = append(status["session"], h.do(http.MethodGet, "/v1/sandboxes/"+id, session, nil).status)
+		status["agent"] = append(status["agent"], h.gw.Do(http.MethodGet, "/v1/sandboxes", agent, nil).Status)
+		status["session"] = append(status["session"], h.gw.Do(http.MethodGet, "/v1/sandboxes/"+id, session, nil).Status)
 	}
 	for i, s := range status["agent"] {
 		if s != http.StatusOK {
@@ -204,8 +205,8 @@ func TestEachRoleIsLimitedByItsOwnNumbersAndEachPrincipalByItsOwnBucket(t *testi
 		t.Fatalf("session statuses %v, want 2 admitted then 429", got)
 	}
 	// Another session (another principal of the same role) has its own bucket.
-	if r := h.do(http.MethodGet, "/v1/sandboxes", other, nil); r.status == http.StatusTooManyRequests {
-		t.Fatalf("another session was limited by the first one's bucket: %s", r.body)
+	if r := h.gw.Do(http.MethodGet, "/v1/sandboxes", other, nil); r.Status == http.StatusTooManyRequests {
+		t.Fatalf("another session was limited by the first one's bucket: %s", r.Body)
 	}
 }
 
@@ -280,12 +281,12 @@ func TestATrustedProxysForwardedForNamesTheClient(t *testing.T) {
 func TestAReloadWithOtherNumbersAppliesToTheNextRequest(t *testing.T) {
 	t.Parallel()
 	h := rateLimitHarness(t, nil, nil, nil)
-	id, session := h.create(h.operator, nil)
+	id, session := h.gw.Create(h.operator, nil).IDToken()
 	for range 2 {
-		h.do(http.MethodGet, "/v1/sandboxes/"+id, session, nil)
+		h.gw.Do(http.MethodGet, "/v1/sandboxes/"+id, session, nil)
 	}
-	if r := h.do(http.MethodGet, "/v1/sandboxes/"+id, session, nil); r.status != http.StatusTooManyRequests {
-		t.Fatalf("past the burst: %d", r.status)
+	if r := h.gw.Do(http.MethodGet, "/v1/sandboxes/"+id, session, nil); r.Status != http.StatusTooManyRequests {
+		t.Fatalf("past the burst: %d", r.Status)
 	}
 	looser := map[string]policies.RateLimit{}
 	for k, v := range testRateLimits {
@@ -297,14 +298,14 @@ func TestAReloadWithOtherNumbersAppliesToTheNextRequest(t *testing.T) {
 	}
 	// The bucket keeps what it held (empty) and from the next request on
 	// refills at 100 a second, up to 100.
-	r := h.do(http.MethodGet, "/v1/sandboxes/"+id, session, nil)
-	if !strings.Contains(string(r.body), "100 requests per second") && r.status != http.StatusOK {
-		t.Fatalf("the first request after the reload: %d %s", r.status, r.body)
+	r := h.gw.Do(http.MethodGet, "/v1/sandboxes/"+id, session, nil)
+	if !strings.Contains(string(r.Body), "100 requests per second") && r.Status != http.StatusOK {
+		t.Fatalf("the first request after the reload: %d %s", r.Status, r.Body)
 	}
 	h.clock.Advance(100 * time.Millisecond)
 	for i := range 10 {
-		if r := h.do(http.MethodGet, "/v1/sandboxes/"+id, session, nil); r.status != http.StatusOK {
-			t.Fatalf("request %d under the looser limits: %d %s", i+1, r.status, r.body)
+		if r := h.gw.Do(http.MethodGet, "/v1/sandboxes/"+id, session, nil); r.Status != http.StatusOK {
+			t.Fatalf("request %d under the looser limits: %d %s", i+1, r.Status, r.Body)
 		}
 	}
 	// And back: the tighter numbers hold at once.
@@ -313,7 +314,7 @@ func TestAReloadWithOtherNumbersAppliesToTheNextRequest(t *testing.T) {
 	}
 	codes := []int{}
 	for range 4 {
-		codes = append(codes, h.do(http.MethodGet, "/v1/sandboxes/"+id, session, nil).status)
+		codes = append(codes, h.gw.Do(http.MethodGet, "/v1/sandboxes/"+id, session, nil).Status)
 	}
 	if codes[3] != http.StatusTooManyRequests {
 		t.Fatalf("under the tighter limits again: %v", codes)
@@ -324,9 +325,9 @@ func TestTheRateLimitedCounterHasASeriesPerRoleFromTheStart(t *testing.T) {
 	t.Parallel()
 	h := rateLimitHarness(t, nil, nil, nil)
 	metrics := func() string {
-		r := h.do(http.MethodGet, "/metrics", "", nil)
+		r := h.gw.Do(http.MethodGet, "/metrics", "", nil)
 		h.clock.Advance(time.Second) // the scrape's own bucket
-		return string(r.body)
+		return string(r.Body)
 	}
 	body := metrics()
 	for role := range testRateLimits {
@@ -334,9 +335,9 @@ func TestTheRateLimitedCounterHasASeriesPerRoleFromTheStart(t *testing.T) {
 			t.Errorf("/metrics lacks %s", line)
 		}
 	}
-	id, session := h.create(h.operator, nil)
+	id, session := h.gw.Create(h.operator, nil).IDToken()
 	for range 3 {
-		h.do(http.MethodGet, "/v1/sandboxes/"+id, session, nil)
+		h.gw.Do(http.MethodGet, "/v1/sandboxes/"+id, session, nil)
 	}
 	if line := `sandgate_rate_limited_total{role="session"} 1`; !strings.Contains(metrics(), line) {
 		t.Errorf("/metrics lacks %s after one refusal", line)
@@ -355,7 +356,7 @@ func TestEveryRoutesRateLimitedAnswerIsTheOpenAPIDocuments(t *testing.T) {
 	// Reading the served document empties the loopback address's bucket,
 	// one request the operator's.
 	doc := servedDoc(t, h)
-	h.do(http.MethodGet, "/v1/hosts", h.operator, nil)
+	h.gw.Do(http.MethodGet, "/v1/hosts", h.operator, nil)
 	for _, rt := range h.srv.Echo().Routes() {
 		if rt.Method == "echo_route_not_found" {
 			continue

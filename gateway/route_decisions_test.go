@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"sandgate/gateway/apitest"
 	"sandgate/gateway/audit"
 	"sandgate/gateway/gatewaytest"
 	"sandgate/gateway/token"
@@ -22,13 +23,13 @@ func TestTheDecisionLogKeepsInputsButNoSecret(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{logInputs: true})
 	agent := h.mint(token.RoleAgent, "ci")
-	id, session := h.create(agent, nil)
+	id, session := h.gw.Create(agent, nil).IDToken()
 	const stdin, envValue = "STDIN-0f3a-must-not-be-logged", "ENV-9c1d-must-not-be-logged"
-	r := h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{
+	r := h.gw.Do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{
 		"argv": []string{"cat"}, "stdin": stdin, "env": map[string]string{"API_KEY": envValue},
 	})
-	if r.status != http.StatusOK {
-		t.Fatalf("exec: %d %s", r.status, r.body)
+	if r.Status != http.StatusOK {
+		t.Fatalf("exec: %d %s", r.Status, r.Body)
 	}
 	raw, err := os.ReadFile(filepath.Join(h.dataDir, gatewaytest.DecisionLogFile))
 	if err != nil {
@@ -76,19 +77,19 @@ func TestDecisionsCanBeQueriedAndPaged(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{logInputs: true})
 	agent := h.mint(token.RoleAgent, "ci")
-	id, session := h.create(agent, nil)
+	id, session := h.gw.Create(agent, nil).IDToken()
 	// Three refusals: a session token listing, and creating, twice.
 	for range 3 {
-		h.do(http.MethodGet, "/v1/sandboxes", session, nil)
+		h.gw.Do(http.MethodGet, "/v1/sandboxes", session, nil)
 	}
 	get := func(q string) page {
 		t.Helper()
-		r := h.do(http.MethodGet, "/v1/decisions?"+q, h.operator, nil)
-		if r.status != http.StatusOK {
-			t.Fatalf("?%s: %d %s", q, r.status, r.body)
+		r := h.gw.Do(http.MethodGet, "/v1/decisions?"+q, h.operator, nil)
+		if r.Status != http.StatusOK {
+			t.Fatalf("?%s: %d %s", q, r.Status, r.Body)
 		}
 		var p page
-		if err := json.Unmarshal(r.body, &p); err != nil {
+		if err := json.Unmarshal(r.Body, &p); err != nil {
 			t.Fatal(err)
 		}
 		return p
@@ -132,7 +133,7 @@ func TestDecisionsCanBeQueriedAndPaged(t *testing.T) {
 		"since=yesterday": "since", "until=1": "until", "allow=yes": "allow", "limit=0": "limit",
 		"cursor=not-a-cursor": "cursor", "inputs=1": "inputs", "rule=" + strings.Repeat("x", 40): "rule",
 	} {
-		m := expectProblem(t, h.do(http.MethodGet, "/v1/decisions?"+q, h.operator, nil), http.StatusBadRequest, "invalid_request")
+		m := apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, "/v1/decisions?"+q, h.operator, nil), http.StatusBadRequest, "invalid_request")
 		if m["field"] != field {
 			t.Errorf("?%s: field %v, want %s", q, m["field"], field)
 		}

@@ -67,7 +67,7 @@ func checkSequence(t *testing.T, events []client.ExecEvent) client.ExecEvent {
 func TestAStreamingExecSendsOutputKeepalivesAndOneExit(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{keepalive: 150 * time.Millisecond})
-	id, session := h.create(h.operator, nil)
+	id, session := h.gw.Create(h.operator, nil).IDToken()
 
 	events, err := streamOf(t, h, session, id, client.ExecRequest{Argv: []string{"sh", "-c", "echo out; echo err >&2; exit 3"}})
 	if err != nil {
@@ -136,7 +136,7 @@ func TestAStreamingExecSendsOutputKeepalivesAndOneExit(t *testing.T) {
 func TestAStreamEndsWithSandboxLostWhenItsSandboxIsDestroyed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{keepalive: 100 * time.Millisecond})
-	id, session := h.create(h.operator, nil)
+	id, session := h.gw.Create(h.operator, nil).IDToken()
 	c, err := client.New(client.Config{Addr: h.url, Token: session})
 	if err != nil {
 		t.Fatal(err)
@@ -151,8 +151,8 @@ func TestAStreamEndsWithSandboxLostWhenItsSandboxIsDestroyed(t *testing.T) {
 		events = append(events, ev)
 		if ev.Event == client.EventKeepalive && !destroyed {
 			destroyed = true
-			if r := h.do(http.MethodDelete, "/v1/sandboxes/"+id, h.operator, nil); r.status != http.StatusNoContent {
-				t.Fatalf("destroy mid-stream: %d %s", r.status, r.body)
+			if r := h.gw.Do(http.MethodDelete, "/v1/sandboxes/"+id, h.operator, nil); r.Status != http.StatusNoContent {
+				t.Fatalf("destroy mid-stream: %d %s", r.Status, r.Body)
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"sandgate/gateway/apitest"
 	"sandgate/nomad/nomadsim"
 	"sandgate/policies"
 	"sandgate/policies/policytest"
@@ -15,14 +16,14 @@ import (
 func TestExecReportsExitsTimeoutsAndTruncationAsData(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
-	id, session := h.create(h.operator, nil)
+	id, session := h.gw.Create(h.operator, nil).IDToken()
 	exec := func(body map[string]any) map[string]any {
 		t.Helper()
-		r := h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, body)
-		if r.status != http.StatusOK {
-			t.Fatalf("exec %v: %d %s", body, r.status, r.body)
+		r := h.gw.Do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, body)
+		if r.Status != http.StatusOK {
+			t.Fatalf("exec %v: %d %s", body, r.Status, r.Body)
 		}
-		return r.json(t)
+		return r.JSON(t)
 	}
 	t.Run("a non-zero exit is a 200 with the code", func(t *testing.T) {
 		m := exec(map[string]any{"argv": []string{"sh", "-c", "exit 3"}})
@@ -97,30 +98,30 @@ func TestExecReportsExitsTimeoutsAndTruncationAsData(t *testing.T) {
 func TestExecRefusals(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
-	id, session := h.create(h.operator, nil)
+	id, session := h.gw.Create(h.operator, nil).IDToken()
 	path := "/v1/sandboxes/" + id + "/exec"
-	expectProblem(t, h.do(http.MethodPost, path, session, map[string]any{"argv": []string{"-rf"}}), http.StatusForbidden, "policy_denied", "E1")
-	expectProblem(t, h.do(http.MethodPost, path, session, map[string]any{"argv": []string{}}), http.StatusForbidden, "policy_denied", "E1")
-	expectProblem(t, h.do(http.MethodPost, path, session, map[string]any{"argv": []string{"true"}, "timeout_seconds": 121}), http.StatusForbidden, "policy_denied", "E2")
-	m := expectProblem(t, h.do(http.MethodPost, path, session, `{"argv":"echo hi"}`), http.StatusBadRequest, "invalid_request")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, path, session, map[string]any{"argv": []string{"-rf"}}), http.StatusForbidden, "policy_denied", "E1")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, path, session, map[string]any{"argv": []string{}}), http.StatusForbidden, "policy_denied", "E1")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, path, session, map[string]any{"argv": []string{"true"}, "timeout_seconds": 121}), http.StatusForbidden, "policy_denied", "E2")
+	m := apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, path, session, `{"argv":"echo hi"}`), http.StatusBadRequest, "invalid_request")
 	if m["field"] != "argv" {
 		t.Fatalf("400 does not name argv: %v", m)
 	}
-	m = expectProblem(t, h.do(http.MethodPost, path, session, `{"argv":["true"],"shell":true}`), http.StatusBadRequest, "invalid_request")
+	m = apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, path, session, `{"argv":["true"],"shell":true}`), http.StatusBadRequest, "invalid_request")
 	if m["field"] != "shell" {
 		t.Fatalf("400 does not name the unknown field: %v", m)
 	}
-	expectProblem(t, h.do(http.MethodPost, path, session, `{"argv":["true"]`), http.StatusBadRequest, "invalid_request")
-	expectProblem(t, h.do(http.MethodPost, path, session, ``), http.StatusBadRequest, "invalid_request")
-	expectProblem(t, h.do(http.MethodPost, path, session, `{"argv":["true"]} {}`), http.StatusBadRequest, "invalid_request")
-	expectProblem(t, h.do(http.MethodPost, path, session, `{"argv":["true"],"env":{"BAD NAME":"x"}}`), http.StatusForbidden, "policy_denied", "E1")
-	expectProblem(t, h.do(http.MethodPost, path, session, `{"argv":["true"],"env":{"NOMAD_TOKEN":"x"}}`), http.StatusForbidden, "policy_denied", "E1")
-	expectProblem(t, h.do(http.MethodPost, path, session, `{"argv":["cat"],"stdin":"a","stdin_base64":"YQ=="}`), http.StatusBadRequest, "invalid_request")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, path, session, `{"argv":["true"]`), http.StatusBadRequest, "invalid_request")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, path, session, ``), http.StatusBadRequest, "invalid_request")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, path, session, `{"argv":["true"]} {}`), http.StatusBadRequest, "invalid_request")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, path, session, `{"argv":["true"],"env":{"BAD NAME":"x"}}`), http.StatusForbidden, "policy_denied", "E1")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, path, session, `{"argv":["true"],"env":{"NOMAD_TOKEN":"x"}}`), http.StatusForbidden, "policy_denied", "E1")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, path, session, `{"argv":["cat"],"stdin":"a","stdin_base64":"YQ=="}`), http.StatusBadRequest, "invalid_request")
 	big := `{"argv":["true"],"stdin":"` + strings.Repeat("a", 2<<20) + `"}`
-	expectProblem(t, h.do(http.MethodPost, path, session, big), http.StatusRequestEntityTooLarge, "payload_too_large")
-	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes/"+id+"/logs?tail_bytes=lots", session, nil), http.StatusBadRequest, "invalid_request")
-	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes/"+id+"/logs?stream=/etc/passwd", session, nil), http.StatusForbidden, "policy_denied", "E3")
-	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes/abcdefgh12345678", h.operator, nil), http.StatusNotFound, "sandbox_not_found")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, path, session, big), http.StatusRequestEntityTooLarge, "payload_too_large")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, "/v1/sandboxes/"+id+"/logs?tail_bytes=lots", session, nil), http.StatusBadRequest, "invalid_request")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, "/v1/sandboxes/"+id+"/logs?stream=/etc/passwd", session, nil), http.StatusForbidden, "policy_denied", "E3")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, "/v1/sandboxes/abcdefgh12345678", h.operator, nil), http.StatusNotFound, "sandbox_not_found")
 }
 
 // What the exec wrapper cannot carry (an env name with '=' or a NUL) is
@@ -136,27 +137,27 @@ func TestExecRefusesAnEnvNameTheWrapperCannotCarryWhateverThePolicy(t *testing.T
 		return []byte(strings.Replace(string(b), old, `"env_name_pattern": ".*"`, 1))
 	}, &found)
 	h := newHarness(t, harnessOptions{policyDir: dir})
-	id, session := h.create(h.operator, nil)
+	id, session := h.gw.Create(h.operator, nil).IDToken()
 	path := "/v1/sandboxes/" + id + "/exec"
-	m := expectProblem(t, h.do(http.MethodPost, path, session, `{"argv":["env"],"env":{"A=B":"x"}}`), http.StatusBadRequest, "invalid_request")
+	m := apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, path, session, `{"argv":["env"],"env":{"A=B":"x"}}`), http.StatusBadRequest, "invalid_request")
 	if m["field"] != "env" {
 		t.Fatalf("the 400 does not name env: %v", m)
 	}
-	if r := h.do(http.MethodPost, path, session, `{"argv":["printenv","BAD-NAME"],"env":{"BAD-NAME":"x"}}`); r.status != http.StatusOK {
-		t.Fatalf("a name the loosened bundle allows: %d %s", r.status, r.body)
+	if r := h.gw.Do(http.MethodPost, path, session, `{"argv":["printenv","BAD-NAME"],"env":{"BAD-NAME":"x"}}`); r.Status != http.StatusOK {
+		t.Fatalf("a name the loosened bundle allows: %d %s", r.Status, r.Body)
 	}
 }
 
 func TestExecOnASandboxThatIsNotRunningIs409(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{simConfig: func(c *nomadsim.Config) { c.RunDelay = time.Minute }})
-	r := h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"wait_seconds": 0})
-	if r.status != http.StatusCreated {
-		t.Fatalf("%d %s", r.status, r.body)
+	r := h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"wait_seconds": 0})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("%d %s", r.Status, r.Body)
 	}
-	m := r.json(t)
+	m := r.JSON(t)
 	if m["state"] != "starting" {
 		t.Fatalf("state %v, want starting", m["state"])
 	}
-	expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes/"+m["id"].(string)+"/exec", m["token"].(string), map[string]any{"argv": []string{"true"}}), http.StatusConflict, "sandbox_not_running")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, "/v1/sandboxes/"+m["id"].(string)+"/exec", m["token"].(string), map[string]any{"argv": []string{"true"}}), http.StatusConflict, "sandbox_not_running")
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"sandgate/gateway"
+	"sandgate/gateway/apitest"
 	"sandgate/gateway/gatewaytest"
 	"sandgate/policies"
 	"sandgate/policies/policytest"
@@ -35,68 +36,68 @@ func filesPath(id, p string, extra ...string) string {
 func TestFilesRoundTripOnTheSimulator(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
-	id, session := h.create(h.operator, nil)
+	id, session := h.gw.Create(h.operator, nil).IDToken()
 	data := make([]byte, 3<<20) // beyond the 1 MiB JSON body limit
 	if _, err := rand.Read(data); err != nil {
 		t.Fatal(err)
 	}
 
-	r := h.do(http.MethodPut, filesPath(id, "/workspace/sub/dir/blob.bin", "mode", "0600"), session, data)
-	if r.status != http.StatusOK {
-		t.Fatalf("put: %d %s", r.status, r.body)
+	r := h.gw.Do(http.MethodPut, filesPath(id, "/workspace/sub/dir/blob.bin", "mode", "0600"), session, data)
+	if r.Status != http.StatusOK {
+		t.Fatalf("put: %d %s", r.Status, r.Body)
 	}
-	info := r.json(t)
+	info := r.JSON(t)
 	if info["size"] != float64(len(data)) || info["mode"] != "0600" || info["type"] != "file" || info["path"] != "/workspace/sub/dir/blob.bin" {
-		t.Fatalf("put answered %s", r.body)
+		t.Fatalf("put answered %s", r.Body)
 	}
 	for name, want := range map[string]string{
 		"X-Sandgate-Max-Write-Bytes": "67108864", "X-Sandgate-Max-Read-Bytes": "67108864",
 		"X-Sandgate-Max-List-Entries": "1000", "X-Sandgate-Files-Timeout-Seconds": "300",
 	} {
-		if got := r.header.Get(name); got != want {
+		if got := r.Header.Get(name); got != want {
 			t.Errorf("%s: %q, want %q", name, got, want)
 		}
 	}
 
-	r = h.do(http.MethodGet, filesPath(id, "/workspace/sub/dir/blob.bin"), session, nil)
-	if r.status != http.StatusOK || !bytes.Equal(r.body, data) {
-		t.Fatalf("get: %d, %d bytes, equal %v", r.status, len(r.body), bytes.Equal(r.body, data))
+	r = h.gw.Do(http.MethodGet, filesPath(id, "/workspace/sub/dir/blob.bin"), session, nil)
+	if r.Status != http.StatusOK || !bytes.Equal(r.Body, data) {
+		t.Fatalf("get: %d, %d bytes, equal %v", r.Status, len(r.Body), bytes.Equal(r.Body, data))
 	}
-	if r.header.Get("Content-Type") != "application/octet-stream" || r.header.Get("X-Sandgate-File-Mode") != "0600" || r.header.Get("Content-Length") != "3145728" {
-		t.Fatalf("get headers: %v", r.header)
+	if r.Header.Get("Content-Type") != "application/octet-stream" || r.Header.Get("X-Sandgate-File-Mode") != "0600" || r.Header.Get("Content-Length") != "3145728" {
+		t.Fatalf("get headers: %v", r.Header)
 	}
 
 	// A window of the file: ?offset=&length=, with the whole size beside.
-	r = h.do(http.MethodGet, filesPath(id, "/workspace/sub/dir/blob.bin", "offset", "1000", "length", "4096"), session, nil)
-	if r.status != http.StatusOK || !bytes.Equal(r.body, data[1000:5096]) || r.header.Get("Content-Length") != "4096" ||
-		r.header.Get("X-Sandgate-File-Size") != "3145728" || r.header.Get("X-Sandgate-File-Offset") != "1000" {
-		t.Fatalf("window: %d, %d bytes, headers %v", r.status, len(r.body), r.header)
+	r = h.gw.Do(http.MethodGet, filesPath(id, "/workspace/sub/dir/blob.bin", "offset", "1000", "length", "4096"), session, nil)
+	if r.Status != http.StatusOK || !bytes.Equal(r.Body, data[1000:5096]) || r.Header.Get("Content-Length") != "4096" ||
+		r.Header.Get("X-Sandgate-File-Size") != "3145728" || r.Header.Get("X-Sandgate-File-Offset") != "1000" {
+		t.Fatalf("window: %d, %d bytes, headers %v", r.Status, len(r.Body), r.Header)
 	}
-	r = h.do(http.MethodGet, filesPath(id, "/workspace/sub/dir/blob.bin", "offset", "3145720"), session, nil)
-	if r.status != http.StatusOK || !bytes.Equal(r.body, data[3145720:]) {
-		t.Fatalf("the tail from an offset: %d, %d bytes", r.status, len(r.body))
+	r = h.gw.Do(http.MethodGet, filesPath(id, "/workspace/sub/dir/blob.bin", "offset", "3145720"), session, nil)
+	if r.Status != http.StatusOK || !bytes.Equal(r.Body, data[3145720:]) {
+		t.Fatalf("the tail from an offset: %d, %d bytes", r.Status, len(r.Body))
 	}
-	expectProblem(t, h.do(http.MethodGet, filesPath(id, "/workspace/sub/dir/blob.bin", "length", "0"), session, nil), http.StatusForbidden, "policy_denied", "F2")
-	expectProblem(t, h.do(http.MethodGet, filesPath(id, "/workspace/sub/dir/blob.bin", "length", "64MiB"), session, nil), http.StatusBadRequest, "invalid_request")
-	expectProblem(t, h.do(http.MethodPut, filesPath(id, "/workspace/x", "offset", "1"), session, []byte("x")), http.StatusBadRequest, "invalid_request")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, filesPath(id, "/workspace/sub/dir/blob.bin", "length", "0"), session, nil), http.StatusForbidden, "policy_denied", "F2")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, filesPath(id, "/workspace/sub/dir/blob.bin", "length", "64MiB"), session, nil), http.StatusBadRequest, "invalid_request")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPut, filesPath(id, "/workspace/x", "offset", "1"), session, []byte("x")), http.StatusBadRequest, "invalid_request")
 
 	// The simulated builtins see the same filesystem.
-	r = h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"cat", "/workspace/note"}})
-	if m := r.json(t); m["exit_code"] != float64(1) {
-		t.Fatalf("cat of a missing file: %s", r.body)
+	r = h.gw.Do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"cat", "/workspace/note"}})
+	if m := r.JSON(t); m["exit_code"] != float64(1) {
+		t.Fatalf("cat of a missing file: %s", r.Body)
 	}
-	if r = h.do(http.MethodPut, filesPath(id, "/workspace/note"), session, []byte("hello\n")); r.status != http.StatusOK {
-		t.Fatalf("put note: %d %s", r.status, r.body)
+	if r = h.gw.Do(http.MethodPut, filesPath(id, "/workspace/note"), session, []byte("hello\n")); r.Status != http.StatusOK {
+		t.Fatalf("put note: %d %s", r.Status, r.Body)
 	}
-	r = h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"cat", "/workspace/note"}})
-	if m := r.json(t); m["stdout"] != "hello\n" {
-		t.Fatalf("cat of the written file: %s", r.body)
+	r = h.gw.Do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"cat", "/workspace/note"}})
+	if m := r.JSON(t); m["stdout"] != "hello\n" {
+		t.Fatalf("cat of the written file: %s", r.Body)
 	}
 
 	// A listing.
-	r = h.do(http.MethodGet, filesPath(id, "/workspace"), session, nil)
-	if r.status != http.StatusOK {
-		t.Fatalf("list: %d %s", r.status, r.body)
+	r = h.gw.Do(http.MethodGet, filesPath(id, "/workspace"), session, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("list: %d %s", r.Status, r.Body)
 	}
 	var l struct {
 		Path    string `json:"path"`
@@ -107,46 +108,46 @@ func TestFilesRoundTripOnTheSimulator(t *testing.T) {
 		Truncated bool `json:"truncated"`
 		Total     int  `json:"total"`
 	}
-	if err := json.Unmarshal(r.body, &l); err != nil {
+	if err := json.Unmarshal(r.Body, &l); err != nil {
 		t.Fatal(err)
 	}
 	if l.Total != 2 || l.Truncated || len(l.Entries) != 2 || l.Entries[0].Name != "note" || l.Entries[0].Type != "file" || l.Entries[0].Size != 6 || l.Entries[1].Name != "sub" || l.Entries[1].Type != "dir" {
-		t.Fatalf("listing %s", r.body)
+		t.Fatalf("listing %s", r.Body)
 	}
 
 	// Delete: a non-empty directory needs recursive=true.
-	expectProblem(t, h.do(http.MethodDelete, filesPath(id, "/workspace/sub"), session, nil), http.StatusConflict, "directory_not_empty")
-	if r = h.do(http.MethodDelete, filesPath(id, "/workspace/sub", "recursive", "true"), session, nil); r.status != http.StatusNoContent {
-		t.Fatalf("recursive delete: %d %s", r.status, r.body)
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodDelete, filesPath(id, "/workspace/sub"), session, nil), http.StatusConflict, "directory_not_empty")
+	if r = h.gw.Do(http.MethodDelete, filesPath(id, "/workspace/sub", "recursive", "true"), session, nil); r.Status != http.StatusNoContent {
+		t.Fatalf("recursive delete: %d %s", r.Status, r.Body)
 	}
-	expectProblem(t, h.do(http.MethodGet, filesPath(id, "/workspace/sub/dir/blob.bin"), session, nil), http.StatusNotFound, "file_not_found")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, filesPath(id, "/workspace/sub/dir/blob.bin"), session, nil), http.StatusNotFound, "file_not_found")
 }
 
 func TestFilesAreConfinedByThePolicyAndTheScript(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
-	id, session := h.create(h.operator, nil)
-	otherID, _ := h.create(h.operator, nil)
+	id, session := h.gw.Create(h.operator, nil).IDToken()
+	otherID := h.gw.Create(h.operator, nil).ID
 
 	for _, c := range []struct{ method, path string }{
 		{http.MethodGet, "/etc/passwd"}, {http.MethodGet, "/workspace/../etc/passwd"}, {http.MethodGet, "workspace/x"},
 		{http.MethodPut, "/workspace"}, {http.MethodDelete, "/tmp"}, {http.MethodGet, "/workspacefoo"},
 	} {
-		var r response
+		var r apitest.Reply
 		if c.method == http.MethodPut {
-			r = h.do(http.MethodPut, filesPath(id, c.path), session, []byte("x"))
+			r = h.gw.Do(http.MethodPut, filesPath(id, c.path), session, []byte("x"))
 		} else {
-			r = h.do(c.method, filesPath(id, c.path), session, nil)
+			r = h.gw.Do(c.method, filesPath(id, c.path), session, nil)
 		}
-		expectProblem(t, r, http.StatusForbidden, "policy_denied", "F1")
+		apitest.ExpectProblem(t, r, http.StatusForbidden, "policy_denied", "F1")
 	}
-	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes/"+id+"/files", session, nil), http.StatusForbidden, "policy_denied", "F1")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, "/v1/sandboxes/"+id+"/files", session, nil), http.StatusForbidden, "policy_denied", "F1")
 	// A session token reaches its own sandbox only.
-	expectProblem(t, h.do(http.MethodGet, filesPath(otherID, "/workspace"), session, nil), http.StatusForbidden, "policy_denied", "T2")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, filesPath(otherID, "/workspace"), session, nil), http.StatusForbidden, "policy_denied", "T2")
 
 	// Mode bits beyond 0777, and a mode that is not octal.
-	expectProblem(t, h.do(http.MethodPut, filesPath(id, "/workspace/x", "mode", "4755"), session, []byte("x")), http.StatusForbidden, "policy_denied", "F2")
-	p := expectProblem(t, h.do(http.MethodPut, filesPath(id, "/workspace/x", "mode", "rwx"), session, []byte("x")), http.StatusBadRequest, "invalid_request")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPut, filesPath(id, "/workspace/x", "mode", "4755"), session, []byte("x")), http.StatusForbidden, "policy_denied", "F2")
+	p := apitest.ExpectProblem(t, h.gw.Do(http.MethodPut, filesPath(id, "/workspace/x", "mode", "rwx"), session, []byte("x")), http.StatusBadRequest, "invalid_request")
 	if p["field"] != "mode" {
 		t.Fatalf("field %v", p["field"])
 	}
@@ -174,35 +175,35 @@ func TestFilesAreConfinedByThePolicyAndTheScript(t *testing.T) {
 	// A link out of the roots is refused by the script, whatever the
 	// policy allowed on the path.
 	for _, argv := range [][]string{{"ln", "-s", "/etc", "/workspace/etc"}, {"ln", "-s", "/etc/passwd", "/tmp/pw"}, {"ln", "-s", "/workspace", "/tmp/ws"}} {
-		if r := h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": argv}); r.json(t)["exit_code"] != float64(0) {
-			t.Fatalf("%v: %s", argv, r.body)
+		if r := h.gw.Do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": argv}); r.JSON(t)["exit_code"] != float64(0) {
+			t.Fatalf("%v: %s", argv, r.Body)
 		}
 	}
-	expectProblem(t, h.do(http.MethodGet, filesPath(id, "/workspace/etc/passwd"), session, nil), http.StatusForbidden, "path_escapes_roots")
-	expectProblem(t, h.do(http.MethodGet, filesPath(id, "/tmp/pw"), session, nil), http.StatusForbidden, "path_escapes_roots")
-	expectProblem(t, h.do(http.MethodPut, filesPath(id, "/workspace/etc/shadow"), session, []byte("x")), http.StatusForbidden, "path_escapes_roots")
-	expectProblem(t, h.do(http.MethodPut, filesPath(id, "/tmp/pw"), session, []byte("x")), http.StatusForbidden, "path_escapes_roots")
-	expectProblem(t, h.do(http.MethodDelete, filesPath(id, "/workspace/etc/passwd"), session, nil), http.StatusForbidden, "path_escapes_roots")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, filesPath(id, "/workspace/etc/passwd"), session, nil), http.StatusForbidden, "path_escapes_roots")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, filesPath(id, "/tmp/pw"), session, nil), http.StatusForbidden, "path_escapes_roots")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPut, filesPath(id, "/workspace/etc/shadow"), session, []byte("x")), http.StatusForbidden, "path_escapes_roots")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPut, filesPath(id, "/tmp/pw"), session, []byte("x")), http.StatusForbidden, "path_escapes_roots")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodDelete, filesPath(id, "/workspace/etc/passwd"), session, nil), http.StatusForbidden, "path_escapes_roots")
 	if b, ok := h.sim.ReadContainerFile(h.allocOf(id), "/etc/passwd"); !ok || string(b) != "root:x:0:0:root:/root:/bin/sh\n" {
 		t.Fatalf("/etc/passwd changed: %q %v", b, ok)
 	}
 	// A link within the roots is followed; deleting a link keeps its target.
-	if r := h.do(http.MethodPut, filesPath(id, "/tmp/ws/via-link"), session, []byte("linked")); r.status != http.StatusOK {
-		t.Fatalf("put through an in-root link: %d %s", r.status, r.body)
+	if r := h.gw.Do(http.MethodPut, filesPath(id, "/tmp/ws/via-link"), session, []byte("linked")); r.Status != http.StatusOK {
+		t.Fatalf("put through an in-root link: %d %s", r.Status, r.Body)
 	}
-	if r := h.do(http.MethodGet, filesPath(id, "/workspace/via-link"), session, nil); string(r.body) != "linked" {
-		t.Fatalf("get: %d %s", r.status, r.body)
+	if r := h.gw.Do(http.MethodGet, filesPath(id, "/workspace/via-link"), session, nil); string(r.Body) != "linked" {
+		t.Fatalf("get: %d %s", r.Status, r.Body)
 	}
-	if r := h.do(http.MethodDelete, filesPath(id, "/tmp/pw"), session, nil); r.status != http.StatusNoContent {
-		t.Fatalf("delete link: %d %s", r.status, r.body)
+	if r := h.gw.Do(http.MethodDelete, filesPath(id, "/tmp/pw"), session, nil); r.Status != http.StatusNoContent {
+		t.Fatalf("delete link: %d %s", r.Status, r.Body)
 	}
 	if _, ok := h.sim.ReadContainerFile(h.allocOf(id), "/etc/passwd"); !ok {
 		t.Fatal("deleting a link removed its target")
 	}
 	// Errors name the path.
-	expectProblem(t, h.do(http.MethodPut, filesPath(id, "/tmp/ws"), session, []byte("x")), http.StatusConflict, "is_a_directory")
-	expectProblem(t, h.do(http.MethodPut, filesPath(id, "/workspace/via-link/x"), session, []byte("x")), http.StatusConflict, "not_a_directory")
-	expectProblem(t, h.do(http.MethodGet, filesPath(id, "/workspace/missing"), session, nil), http.StatusNotFound, "file_not_found")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPut, filesPath(id, "/tmp/ws"), session, []byte("x")), http.StatusConflict, "is_a_directory")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPut, filesPath(id, "/workspace/via-link/x"), session, []byte("x")), http.StatusConflict, "not_a_directory")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, filesPath(id, "/workspace/missing"), session, nil), http.StatusNotFound, "file_not_found")
 }
 
 // garbledNomad answers every file read with a header the gateway cannot
@@ -224,8 +225,8 @@ func (g garbledNomad) Exec(ctx context.Context, allocID, task string, argv []str
 func TestAFileReadWhoseAnswerIsMalformedSaysSo(t *testing.T) {
 	t.Parallel()
 	h := harnessOf(t, gatewaytest.New(t, gatewaytest.Options{Config: func(c *gateway.Config) { c.Nomad = garbledNomad{c.Nomad} }}))
-	id, session := h.create(h.operator, nil)
-	p := expectProblem(t, h.do(http.MethodGet, filesPath(id, "/workspace"), session, nil), http.StatusServiceUnavailable, "nomad_unavailable")
+	id, session := h.gw.Create(h.operator, nil).IDToken()
+	p := apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, filesPath(id, "/workspace"), session, nil), http.StatusServiceUnavailable, "nomad_unavailable")
 	if d, _ := p["detail"].(string); !strings.Contains(d, "was not understood") {
 		t.Fatalf("detail %q does not say the answer was not understood", d)
 	}
@@ -237,7 +238,7 @@ func TestAFileReadWhoseAnswerIsMalformedSaysSo(t *testing.T) {
 func TestEveryFilesAnswerCarriesTheLimits(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
-	id, session := h.create(h.operator, nil)
+	id, session := h.gw.Create(h.operator, nil).IDToken()
 	for _, c := range []struct {
 		name, method, path, tok string
 		status                  int
@@ -249,13 +250,13 @@ func TestEveryFilesAnswerCarriesTheLimits(t *testing.T) {
 		{"an unknown sandbox", http.MethodGet, filesPath("nosuchsandbox", "/workspace"), h.operator, http.StatusNotFound},
 		{"no token", http.MethodGet, filesPath(id, "/workspace"), "", http.StatusUnauthorized},
 	} {
-		r := h.do(c.method, c.path, c.tok, nil)
-		if r.status != c.status {
-			t.Errorf("%s: %d %s, want %d", c.name, r.status, r.body, c.status)
+		r := h.gw.Do(c.method, c.path, c.tok, nil)
+		if r.Status != c.status {
+			t.Errorf("%s: %d %s, want %d", c.name, r.Status, r.Body, c.status)
 		}
-		if r.header.Get("X-Sandgate-Max-Write-Bytes") != "67108864" || r.header.Get("X-Sandgate-Max-Read-Bytes") != "67108864" ||
-			r.header.Get("X-Sandgate-Max-List-Entries") != "1000" || r.header.Get("X-Sandgate-Files-Timeout-Seconds") != "300" {
-			t.Errorf("%s: limit headers %v", c.name, r.header)
+		if r.Header.Get("X-Sandgate-Max-Write-Bytes") != "67108864" || r.Header.Get("X-Sandgate-Max-Read-Bytes") != "67108864" ||
+			r.Header.Get("X-Sandgate-Max-List-Entries") != "1000" || r.Header.Get("X-Sandgate-Files-Timeout-Seconds") != "300" {
+			t.Errorf("%s: limit headers %v", c.name, r.Header)
 		}
 	}
 }
@@ -267,7 +268,7 @@ func TestEveryFilesAnswerCarriesTheLimits(t *testing.T) {
 func TestFilesPutCutShortEndsTheScript(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
-	id, session := h.create(h.operator, nil)
+	id, session := h.gw.Create(h.operator, nil).IDToken()
 	u, err := url.Parse(h.url)
 	if err != nil {
 		t.Fatal(err)
@@ -314,20 +315,20 @@ func TestAFileLargerThanOneReadIsReadInWindows(t *testing.T) {
 		return []byte(strings.Replace(string(b), old, `"max_read_bytes": 1000`, 1))
 	}, &found)
 	h := newHarness(t, harnessOptions{policyDir: dir})
-	id, session := h.create(h.operator, nil)
+	id, session := h.gw.Create(h.operator, nil).IDToken()
 	data := bytes.Repeat([]byte("0123456789"), 300) // 3000 bytes
-	if r := h.do(http.MethodPut, filesPath(id, "/workspace/big.txt"), session, data); r.status != http.StatusOK {
-		t.Fatalf("put: %d %s", r.status, r.body)
+	if r := h.gw.Do(http.MethodPut, filesPath(id, "/workspace/big.txt"), session, data); r.Status != http.StatusOK {
+		t.Fatalf("put: %d %s", r.Status, r.Body)
 	}
-	p := expectProblem(t, h.do(http.MethodGet, filesPath(id, "/workspace/big.txt"), session, nil), http.StatusUnprocessableEntity, "file_too_large")
+	p := apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, filesPath(id, "/workspace/big.txt"), session, nil), http.StatusUnprocessableEntity, "file_too_large")
 	if d, _ := p["detail"].(string); !strings.Contains(d, "more than the 1000 a read returns") || !strings.Contains(d, "files.max_read_bytes") {
 		t.Fatalf("detail %q", d)
 	}
-	r := h.do(http.MethodGet, filesPath(id, "/workspace/big.txt", "offset", "2500", "length", "1000"), session, nil)
-	if r.status != http.StatusOK || !bytes.Equal(r.body, data[2500:]) || r.header.Get("X-Sandgate-File-Size") != "3000" {
-		t.Fatalf("the last window: %d %q %v", r.status, r.body, r.header)
+	r := h.gw.Do(http.MethodGet, filesPath(id, "/workspace/big.txt", "offset", "2500", "length", "1000"), session, nil)
+	if r.Status != http.StatusOK || !bytes.Equal(r.Body, data[2500:]) || r.Header.Get("X-Sandgate-File-Size") != "3000" {
+		t.Fatalf("the last window: %d %q %v", r.Status, r.Body, r.Header)
 	}
-	expectProblem(t, h.do(http.MethodGet, filesPath(id, "/workspace/big.txt", "length", "1001"), session, nil), http.StatusForbidden, "policy_denied", "F2")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, filesPath(id, "/workspace/big.txt", "length", "1001"), session, nil), http.StatusForbidden, "policy_denied", "F2")
 
 	s := mcpSession(t, h, session)
 	res, out := callTool(t, s, "read_file", map[string]any{"id": id, "path": "/workspace/big.txt", "offset": 100})
@@ -373,7 +374,7 @@ func oversizedPut(t *testing.T, base, path, tok string) string {
 func TestAnOversizedPutIsAnsweredWithoutWaitingForItsBody(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{config: func(c *gateway.Config) { c.ReadTimeout = time.Hour }})
-	id, session := h.create(h.operator, nil)
+	id, session := h.gw.Create(h.operator, nil).IDToken()
 	big := oversizedPut(t, h.url, filesPath(id, "/workspace/big"), session)
 	if !strings.Contains(big, `"F2"`) {
 		t.Fatalf("oversized put: %s", big)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"sandgate/gateway/apitest"
 	"sandgate/nomad/nomadsim"
 	"sandgate/store"
 )
@@ -13,16 +14,16 @@ import (
 // hostOf finds a host by name in a GET /v1/hosts answer.
 func hostOf(t *testing.T, h *harness, name string) map[string]any {
 	t.Helper()
-	r := h.do(http.MethodGet, "/v1/hosts", h.operator, nil)
-	if r.status != http.StatusOK {
-		t.Fatalf("list hosts: %d %s", r.status, r.body)
+	r := h.gw.Do(http.MethodGet, "/v1/hosts", h.operator, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("list hosts: %d %s", r.Status, r.Body)
 	}
-	for _, x := range r.json(t)["hosts"].([]any) {
+	for _, x := range r.JSON(t)["hosts"].([]any) {
 		if m := x.(map[string]any); m["name"] == name {
 			return m
 		}
 	}
-	t.Fatalf("no host %s in %s", name, r.body)
+	t.Fatalf("no host %s in %s", name, r.Body)
 	return nil
 }
 
@@ -32,10 +33,10 @@ func TestHostsListEveryNodeWithEnrollmentStateUsageAndBudget(t *testing.T) {
 	if err := h.sim.SetNodeUsage("worker-1", 41.5, 63); err != nil {
 		t.Fatal(err)
 	}
-	h.create(h.operator, map[string]any{"node": "worker-1", "cpu_mhz": 700, "memory_mb": 256})
+	h.gw.Create(h.operator, map[string]any{"node": "worker-1", "cpu_mhz": 700, "memory_mb": 256})
 
-	r := h.do(http.MethodGet, "/v1/hosts", h.operator, nil)
-	hosts := r.json(t)["hosts"].([]any)
+	r := h.gw.Do(http.MethodGet, "/v1/hosts", h.operator, nil)
+	hosts := r.JSON(t)["hosts"].([]any)
 	var names []string
 	for _, x := range hosts {
 		names = append(names, x.(map[string]any)["name"].(string))
@@ -81,7 +82,7 @@ func TestHostsAreOperatorOnly(t *testing.T) {
 		if c.method == http.MethodPost {
 			body = map[string]any{"state": "frozen"}
 		}
-		expectProblem(t, h.do(c.method, c.path, agent, body), http.StatusForbidden, "policy_denied", "T2")
+		apitest.ExpectProblem(t, h.gw.Do(c.method, c.path, agent, body), http.StatusForbidden, "policy_denied", "T2")
 	}
 }
 
@@ -92,10 +93,10 @@ func TestEnrollingAControlPlaneIsRefusedByAnyIndicator(t *testing.T) {
 	h := newHarness(t, harnessOptions{nodes: []store.Node{}, simConfig: func(c *nomadsim.Config) {
 		c.Nodes[2].Meta = nil
 	}})
-	r := h.do(http.MethodPut, "/v1/hosts/control-1/enrollment", h.operator, map[string]any{})
-	m := expectProblem(t, r, http.StatusForbidden, "policy_denied", "P2")
+	r := h.gw.Do(http.MethodPut, "/v1/hosts/control-1/enrollment", h.operator, map[string]any{})
+	m := apitest.ExpectProblem(t, r, http.StatusForbidden, "policy_denied", "P2")
 	if m["decision_id"] == "" {
-		t.Fatalf("no decision id: %s", r.body)
+		t.Fatalf("no decision id: %s", r.Body)
 	}
 	if _, err := h.st.GetNode(t.Context(), "control-1"); err == nil {
 		t.Fatal("the refused enrollment was stored")
@@ -104,24 +105,24 @@ func TestEnrollingAControlPlaneIsRefusedByAnyIndicator(t *testing.T) {
 	h2 := newHarness(t, harnessOptions{nodes: []store.Node{}, simConfig: func(c *nomadsim.Config) {
 		c.Nodes[0].Meta = map[string]string{"node-role": "control-plane"}
 	}})
-	expectProblem(t, h2.do(http.MethodPut, "/v1/hosts/worker-1/enrollment", h2.operator, map[string]any{}), http.StatusForbidden, "policy_denied", "P2")
-	if r := h2.do(http.MethodPut, "/v1/hosts/worker-2/enrollment", h2.operator, map[string]any{}); r.status != http.StatusOK {
-		t.Fatalf("a plain worker: %d %s", r.status, r.body)
+	apitest.ExpectProblem(t, h2.gw.Do(http.MethodPut, "/v1/hosts/worker-1/enrollment", h2.operator, map[string]any{}), http.StatusForbidden, "policy_denied", "P2")
+	if r := h2.gw.Do(http.MethodPut, "/v1/hosts/worker-2/enrollment", h2.operator, map[string]any{}); r.Status != http.StatusOK {
+		t.Fatalf("a plain worker: %d %s", r.Status, r.Body)
 	}
 }
 
 func TestEgressEnrollmentNeedsTheIsolationBundleDeclared(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{nodes: []store.Node{}})
-	expectProblem(t, h.do(http.MethodPut, "/v1/hosts/worker-1/enrollment", h.operator, map[string]any{"egress": true}),
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPut, "/v1/hosts/worker-1/enrollment", h.operator, map[string]any{"egress": true}),
 		http.StatusForbidden, "policy_denied", "I5")
-	r := h.do(http.MethodPut, "/v1/hosts/worker-2/enrollment", h.operator, map[string]any{"egress": true})
-	if r.status != http.StatusOK || r.json(t)["enrollment"] != "sandbox+egress" {
-		t.Fatalf("worker-2 declares v1: %d %s", r.status, r.body)
+	r := h.gw.Do(http.MethodPut, "/v1/hosts/worker-2/enrollment", h.operator, map[string]any{"egress": true})
+	if r.Status != http.StatusOK || r.JSON(t)["enrollment"] != "sandbox+egress" {
+		t.Fatalf("worker-2 declares v1: %d %s", r.Status, r.Body)
 	}
-	r = h.do(http.MethodPut, "/v1/hosts/worker-1/enrollment", h.operator, map[string]any{"egress": false})
-	if r.status != http.StatusOK || r.json(t)["enrollment"] != "sandbox" {
-		t.Fatalf("worker-1 without egress: %d %s", r.status, r.body)
+	r = h.gw.Do(http.MethodPut, "/v1/hosts/worker-1/enrollment", h.operator, map[string]any{"egress": false})
+	if r.Status != http.StatusOK || r.JSON(t)["enrollment"] != "sandbox" {
+		t.Fatalf("worker-1 without egress: %d %s", r.Status, r.Body)
 	}
 }
 
@@ -135,49 +136,49 @@ func TestEnrollmentBudgetIsJudgedAndBoundsCreates(t *testing.T) {
 		{"memory_mb": 16385}, // and 16384 MB
 		{"max_sandboxes": 1001},
 	} {
-		r := h.do(http.MethodPut, "/v1/hosts/worker-1/enrollment", h.operator, map[string]any{"budget": bad})
-		expectProblem(t, r, http.StatusForbidden, "policy_denied", "B1")
+		r := h.gw.Do(http.MethodPut, "/v1/hosts/worker-1/enrollment", h.operator, map[string]any{"budget": bad})
+		apitest.ExpectProblem(t, r, http.StatusForbidden, "policy_denied", "B1")
 	}
-	expectProblem(t, h.do(http.MethodPut, "/v1/hosts/worker-1/enrollment", h.operator, map[string]any{"budget": map[string]any{"gpus": 1}}),
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPut, "/v1/hosts/worker-1/enrollment", h.operator, map[string]any{"budget": map[string]any{"gpus": 1}}),
 		http.StatusBadRequest, "invalid_request")
-	r := h.do(http.MethodPut, "/v1/hosts/worker-1/enrollment", h.operator, map[string]any{"budget": map[string]any{"max_sandboxes": 1}})
-	if r.status != http.StatusOK {
-		t.Fatalf("enroll: %d %s", r.status, r.body)
+	r := h.gw.Do(http.MethodPut, "/v1/hosts/worker-1/enrollment", h.operator, map[string]any{"budget": map[string]any{"max_sandboxes": 1}})
+	if r.Status != http.StatusOK {
+		t.Fatalf("enroll: %d %s", r.Status, r.Body)
 	}
-	lim := r.json(t)["budget"].(map[string]any)["limits"].(map[string]any)
+	lim := r.JSON(t)["budget"].(map[string]any)["limits"].(map[string]any)
 	if lim["max_sandboxes"] != float64(1) || lim["cpu_mhz"] != float64(8000) {
 		t.Fatalf("limits %v: max 1, cpu the policy default", lim)
 	}
-	h.create(h.operator, nil)
-	expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"node": "worker-1"}),
+	h.gw.Create(h.operator, nil)
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"node": "worker-1"}),
 		http.StatusTooManyRequests, "budget_exhausted", "B1")
 }
 
 func TestEnrollingAnUnknownNodeIs404(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
-	expectProblem(t, h.do(http.MethodPut, "/v1/hosts/nope/enrollment", h.operator, map[string]any{}), http.StatusNotFound, "host_not_found")
-	expectProblem(t, h.do(http.MethodPost, "/v1/hosts/control-1/state", h.operator, map[string]any{"state": "frozen"}), http.StatusConflict, "host_not_enrolled")
-	expectProblem(t, h.do(http.MethodPost, "/v1/hosts/worker-1/state", h.operator, map[string]any{"state": "paused"}), http.StatusForbidden, "policy_denied", "INPUT")
-	expectProblem(t, h.do(http.MethodPost, "/v1/hosts/worker-1/state", h.operator, map[string]any{}), http.StatusBadRequest, "invalid_request")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPut, "/v1/hosts/nope/enrollment", h.operator, map[string]any{}), http.StatusNotFound, "host_not_found")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, "/v1/hosts/control-1/state", h.operator, map[string]any{"state": "frozen"}), http.StatusConflict, "host_not_enrolled")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, "/v1/hosts/worker-1/state", h.operator, map[string]any{"state": "paused"}), http.StatusForbidden, "policy_denied", "INPUT")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, "/v1/hosts/worker-1/state", h.operator, map[string]any{}), http.StatusBadRequest, "invalid_request")
 }
 
 func TestUnenrollWithLiveSandboxesNeedsReclaimAndThenReleasesEverything(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
-	id, session := h.create(h.operator, map[string]any{"node": "worker-1"})
+	id, session := h.gw.Create(h.operator, map[string]any{"node": "worker-1"}).IDToken()
 
-	r := h.do(http.MethodDelete, "/v1/hosts/worker-1/enrollment", h.operator, nil)
-	expectProblem(t, r, http.StatusConflict, "sandboxes_live", "R2")
+	r := h.gw.Do(http.MethodDelete, "/v1/hosts/worker-1/enrollment", h.operator, nil)
+	apitest.ExpectProblem(t, r, http.StatusConflict, "sandboxes_live", "R2")
 	if rec, _ := h.st.Get(t.Context(), id); rec.State != store.StateRunning {
 		t.Fatalf("a refused unenroll touched the sandbox: %s", rec.State)
 	}
 
-	r = h.do(http.MethodDelete, "/v1/hosts/worker-1/enrollment?reclaim=true", h.operator, nil)
-	if r.status != http.StatusOK {
-		t.Fatalf("unenroll with reclaim: %d %s", r.status, r.body)
+	r = h.gw.Do(http.MethodDelete, "/v1/hosts/worker-1/enrollment?reclaim=true", h.operator, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("unenroll with reclaim: %d %s", r.Status, r.Body)
 	}
-	m := r.json(t)
+	m := r.JSON(t)
 	if got := m["reclaimed"].([]any); len(got) != 1 || got[0] != id {
 		t.Fatalf("reclaimed %v, want [%s]", got, id)
 	}
@@ -197,31 +198,31 @@ func TestUnenrollWithLiveSandboxesNeedsReclaimAndThenReleasesEverything(t *testi
 	if _, err := h.st.GetNode(t.Context(), "worker-1"); err == nil {
 		t.Fatal("the node record is still there")
 	}
-	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes/"+id, session, nil), http.StatusUnauthorized, "unauthenticated")
-	expectProblem(t, h.do(http.MethodDelete, "/v1/hosts/worker-1/enrollment", h.operator, nil), http.StatusConflict, "host_not_enrolled")
-	expectProblem(t, h.do(http.MethodDelete, "/v1/hosts/worker-2/enrollment?reclaim=yes", h.operator, nil), http.StatusBadRequest, "invalid_request")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, "/v1/sandboxes/"+id, session, nil), http.StatusUnauthorized, "unauthenticated")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodDelete, "/v1/hosts/worker-1/enrollment", h.operator, nil), http.StatusConflict, "host_not_enrolled")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodDelete, "/v1/hosts/worker-2/enrollment?reclaim=yes", h.operator, nil), http.StatusBadRequest, "invalid_request")
 }
 
 func TestOperatorStatesFreezeReserveAndDrain(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
-	id, _ := h.create(h.operator, map[string]any{"node": "worker-1"})
+	id := h.gw.Create(h.operator, map[string]any{"node": "worker-1"}).ID
 	for _, state := range []string{"frozen", "reserved"} {
-		r := h.do(http.MethodPost, "/v1/hosts/worker-1/state", h.operator, map[string]any{"state": state})
-		if r.status != http.StatusOK || r.json(t)["host"].(map[string]any)["state"] != state {
-			t.Fatalf("%s: %d %s", state, r.status, r.body)
+		r := h.gw.Do(http.MethodPost, "/v1/hosts/worker-1/state", h.operator, map[string]any{"state": state})
+		if r.Status != http.StatusOK || r.JSON(t)["host"].(map[string]any)["state"] != state {
+			t.Fatalf("%s: %d %s", state, r.Status, r.Body)
 		}
-		expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"node": "worker-1"}),
+		apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"node": "worker-1"}),
 			http.StatusForbidden, "policy_denied", "P3")
 		if rec, _ := h.st.Get(t.Context(), id); rec.State != store.StateRunning {
 			t.Fatalf("%s touched the live sandbox", state)
 		}
 	}
-	r := h.do(http.MethodPost, "/v1/hosts/worker-1/state", h.operator, map[string]any{"state": "draining"})
-	if r.status != http.StatusOK {
-		t.Fatalf("drain: %d %s", r.status, r.body)
+	r := h.gw.Do(http.MethodPost, "/v1/hosts/worker-1/state", h.operator, map[string]any{"state": "draining"})
+	if r.Status != http.StatusOK {
+		t.Fatalf("drain: %d %s", r.Status, r.Body)
 	}
-	if got := r.json(t)["reclaimed"].([]any); len(got) != 1 || got[0] != id {
+	if got := r.JSON(t)["reclaimed"].([]any); len(got) != 1 || got[0] != id {
 		t.Fatalf("drain reclaimed %v, want [%s]", got, id)
 	}
 	if rec, _ := h.st.Get(t.Context(), id); rec.State != store.StateEnded || rec.EndReason != "reclaimed" {
@@ -230,10 +231,10 @@ func TestOperatorStatesFreezeReserveAndDrain(t *testing.T) {
 	if n, _ := h.st.GetNode(t.Context(), "worker-1"); n.State != "draining" {
 		t.Fatalf("node state %q", n.State)
 	}
-	if r := h.do(http.MethodPost, "/v1/hosts/worker-1/state", h.operator, map[string]any{"state": "active"}); r.status != http.StatusOK {
-		t.Fatalf("thaw: %d %s", r.status, r.body)
+	if r := h.gw.Do(http.MethodPost, "/v1/hosts/worker-1/state", h.operator, map[string]any{"state": "active"}); r.Status != http.StatusOK {
+		t.Fatalf("thaw: %d %s", r.Status, r.Body)
 	}
-	h.create(h.operator, map[string]any{"node": "worker-1"})
+	h.gw.Create(h.operator, map[string]any{"node": "worker-1"})
 }
 
 // A control plane enrolled by an old record (before the hosts decision
@@ -241,13 +242,13 @@ func TestOperatorStatesFreezeReserveAndDrain(t *testing.T) {
 func TestCreateNeverPicksAControlPlaneOnItsOwn(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{nodes: []store.Node{{Name: "control-1", Enrollment: "sandbox", State: "active"}}})
-	m := expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{}), http.StatusConflict, "no_enrolled_node")
+	m := apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{}), http.StatusConflict, "no_enrolled_node")
 	// The 409 says why (as for a single `nomad agent -dev`, whose only node
 	// runs a server).
 	if d, _ := m["detail"].(string); !strings.Contains(d, "control-1: runs a Nomad server, a control plane (P2)") {
 		t.Fatalf("the 409 does not say why: %q", d)
 	}
-	expectProblem(t, h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"node": "control-1"}), http.StatusForbidden, "policy_denied", "P2")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"node": "control-1"}), http.StatusForbidden, "policy_denied", "P2")
 	if jobs := h.sim.Jobs(); len(jobs) != 0 {
 		t.Fatalf("a job reached Nomad: %v", jobs)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -13,50 +12,17 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"sandgate/gateway/apitest"
 	"sandgate/gateway/mcpserver"
 	"sandgate/gateway/token"
 )
 
 // mcpPost sends one JSON-RPC message to /mcp with the Authorization value
 // auth as it is ("" sends none) and returns the raw answer.
-func mcpPost(t *testing.T, h *harness, auth, message string) response {
+func mcpPost(t *testing.T, h *harness, auth, message string) apitest.Reply {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, h.url+"/mcp", strings.NewReader(message))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return response{status: resp.StatusCode, header: resp.Header, body: body}
-}
-
-// doAuth is h.do with the Authorization value auth as it is.
-func doAuth(t *testing.T, h *harness, method, path, auth string) response {
-	t.Helper()
-	req, err := http.NewRequest(method, h.url+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", auth)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return response{status: resp.StatusCode, header: resp.Header, body: body}
+	return h.gw.DoWith(apitest.Request{Method: http.MethodPost, Path: "/mcp", Auth: auth, Body: message,
+		Header: map[string]string{"Accept": "application/json, text/event-stream"}})
 }
 
 const (
@@ -104,13 +70,13 @@ func TestRESTAndMCPTakeTheSameBearerSpellingsOnly(t *testing.T) {
 	for _, tc := range bearerSpellings(agent) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			rest := doAuth(t, h, http.MethodGet, "/v1/sandboxes", tc.value)
+			rest := h.gw.DoWith(apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes", Auth: tc.value})
 			mcpInit := mcpPost(t, h, tc.value, mcpInitialize)
 			mcpList := mcpPost(t, h, tc.value, mcpToolsList)
 			if tc.ok {
-				for what, r := range map[string]response{"REST": rest, "/mcp initialize": mcpInit, "/mcp tools/list": mcpList} {
-					if r.status != http.StatusOK {
-						t.Errorf("%s: %d %s, want 200", what, r.status, r.body)
+				for what, r := range map[string]apitest.Reply{"REST": rest, "/mcp initialize": mcpInit, "/mcp tools/list": mcpList} {
+					if r.Status != http.StatusOK {
+						t.Errorf("%s: %d %s, want 200", what, r.Status, r.Body)
 					}
 				}
 				return
@@ -118,7 +84,7 @@ func TestRESTAndMCPTakeTheSameBearerSpellingsOnly(t *testing.T) {
 			checkRefusedUnauthenticated(t, "REST", rest)
 			checkRefusedUnauthenticated(t, "/mcp initialize", mcpInit)
 			checkRefusedUnauthenticated(t, "/mcp tools/list", mcpList)
-			if p := expectProblem(t, mcpInit, http.StatusUnauthorized, "unauthenticated"); !strings.Contains(p["detail"].(string), "one space") {
+			if p := apitest.ExpectProblem(t, mcpInit, http.StatusUnauthorized, "unauthenticated"); !strings.Contains(p["detail"].(string), "one space") {
 				t.Errorf("the refusal does not say the rule: %v", p["detail"])
 			}
 		})
@@ -134,8 +100,8 @@ func TestMCPRefusesARevokedTokenInEverySpelling(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	raw, jti := h.gw.MintWith(token.MintRequest{Role: token.RoleAgent, Subject: "revoked-spelling",
 		Scopes: h.engine.Settings().RoleScopes("agent"), TTL: time.Hour}, 0)
-	if r := h.do(http.MethodDelete, "/v1/tokens/"+jti, h.operator, nil); r.status != http.StatusNoContent {
-		t.Fatalf("revoke: %d %s", r.status, r.body)
+	if r := h.gw.Do(http.MethodDelete, "/v1/tokens/"+jti, h.operator, nil); r.Status != http.StatusNoContent {
+		t.Fatalf("revoke: %d %s", r.Status, r.Body)
 	}
 	for _, tc := range bearerSpellings(raw) {
 		for what, msg := range map[string]string{"initialize": mcpInitialize, "tools/list": mcpToolsList} {
@@ -169,7 +135,7 @@ func TestMCPOffersEachTokenTheToolsItsRoleMayUse(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	agent := h.mint(token.RoleAgent, "tools-agent")
-	_, session := h.create(agent, nil)
+	session := h.gw.Create(agent, nil).Token
 	narrow, _ := h.gw.MintWith(token.MintRequest{Role: token.RoleAgent, Subject: "narrow", Scopes: []string{"status", "exec"}, TTL: time.Hour}, 0)
 	all := "create_sandbox destroy_sandbox exec list_files logs read_file sandbox_status write_file"
 	for _, tc := range []struct{ name, tok, want string }{
@@ -202,7 +168,7 @@ func TestMCPOffersEachTokenTheToolsItsRoleMayUse(t *testing.T) {
 		return json.Marshal(doc)
 	})
 	h2 := newHarness(t, harnessOptions{policyDir: dir})
-	_, session2 := h2.create(h2.operator, nil)
+	session2 := h2.gw.Create(h2.operator, nil).Token
 	if got := strings.Join(toolNames(t, h2, session2), " "); got != "destroy_sandbox exec list_files read_file sandbox_status write_file" {
 		t.Errorf("a session token under a bundle without logs for sessions: %q", got)
 	}
@@ -216,29 +182,18 @@ func TestMCPAndStreamAnswersSayNoStore(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	agent := h.mint(token.RoleAgent, "no-store")
 	r := mcpPost(t, h, "Bearer "+agent, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"create_sandbox","arguments":{}}}`)
-	if r.status != http.StatusOK || !bytes.Contains(r.body, []byte(`\"token\":\"ey`)) {
-		t.Fatalf("create_sandbox over MCP: %d %s", r.status, r.body)
+	if r.Status != http.StatusOK || !bytes.Contains(r.Body, []byte(`\"token\":\"ey`)) {
+		t.Fatalf("create_sandbox over MCP: %d %s", r.Status, r.Body)
 	}
 	checkNoStore(t, "an MCP answer holding a session token", r)
 
-	id, session := h.create(agent, nil)
-	req, err := http.NewRequest(http.MethodPost, h.url+"/v1/sandboxes/"+id+"/exec", strings.NewReader(`{"argv":["echo","hi"]}`))
-	if err != nil {
-		t.Fatal(err)
+	id, session := h.gw.Create(agent, nil).IDToken()
+	r = h.gw.DoWith(apitest.Request{Method: http.MethodPost, Path: "/v1/sandboxes/" + id + "/exec", Token: session, Body: `{"argv":["echo","hi"]}`,
+		Header: map[string]string{"Accept": "text/event-stream"}})
+	if r.Header.Get("Content-Type") != "text/event-stream" || !strings.Contains(string(r.Body), "event: exit") {
+		t.Fatalf("the streamed exec: %d %s %s", r.Status, r.Header.Get("Content-Type"), r.Body)
 	}
-	req.Header.Set("Authorization", "Bearer "+session)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if resp.Header.Get("Content-Type") != "text/event-stream" || !strings.Contains(string(body), "event: exit") {
-		t.Fatalf("the streamed exec: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
-	}
-	checkNoStore(t, "a streamed exec", response{status: resp.StatusCode, header: resp.Header})
+	checkNoStore(t, "a streamed exec", r)
 }
 
 // Each MCP tool names the REST route its calls make, and tools/list

@@ -168,7 +168,7 @@ func TestMCPToolsAreTheRESTRoutesUnderTheSameToken(t *testing.T) {
 		t.Fatalf("after destroy: %v", err)
 	}
 	// The calls are decisions of the log like any REST request's.
-	got := h.do(http.MethodGet, "/v1/decisions?principal=agent:mcp-agent&entrypoint=admission", h.operator, nil).json(t)
+	got := h.gw.Do(http.MethodGet, "/v1/decisions?principal=agent:mcp-agent&entrypoint=admission", h.operator, nil).JSON(t)
 	if ds := asSlice(got["decisions"]); len(ds) != 2 {
 		t.Fatalf("the two creates' admission decisions: %v", got)
 	}
@@ -182,8 +182,8 @@ func TestMCPToolsAreTheRESTRoutesUnderTheSameToken(t *testing.T) {
 func TestMCPFileToolsWriteReadAndList(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
-	id, session := h.create(h.operator, nil)
-	otherID, _ := h.create(h.operator, nil)
+	id, session := h.gw.Create(h.operator, nil).IDToken()
+	otherID := h.gw.Create(h.operator, nil).ID
 	s := mcpSession(t, h, session)
 
 	res, out := callTool(t, s, "write_file", map[string]any{"id": id, "path": "/workspace/notes/hello.txt", "content": "héllo\n"})
@@ -220,8 +220,8 @@ func TestMCPFileToolsWriteReadAndList(t *testing.T) {
 	}
 	// More than one result carries: lowered to MaxReadBytes, and said.
 	big := bytes.Repeat([]byte("0123456789abcdef"), 40<<10) // 640 KiB
-	if r := h.do(http.MethodPut, filesPath(id, "/workspace/big.txt"), session, big); r.status != http.StatusOK {
-		t.Fatalf("put: %d %s", r.status, r.body)
+	if r := h.gw.Do(http.MethodPut, filesPath(id, "/workspace/big.txt"), session, big); r.Status != http.StatusOK {
+		t.Fatalf("put: %d %s", r.Status, r.Body)
 	}
 	res, out = callTool(t, s, "read_file", map[string]any{"id": id, "path": "/workspace/big.txt", "max_bytes": 4 << 20})
 	if res.IsError || out["returned_bytes"] != float64(512<<10) || out["truncated"] != true || out["size"] != float64(len(big)) ||
@@ -280,19 +280,19 @@ func TestMCPRefusesARevokedTokenAtTheDoor(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	agent := h.mint(token.RoleAgent, "mcp-revoked")
-	id, session := h.create(agent, nil)
+	id, session := h.gw.Create(agent, nil).IDToken()
 	_ = mcpSession(t, h, agent) // active: the session opens
 	jti := ""
-	for _, tok := range h.do(http.MethodGet, "/v1/tokens", h.operator, nil).json(t)["tokens"].([]any) {
+	for _, tok := range h.gw.Do(http.MethodGet, "/v1/tokens", h.operator, nil).JSON(t)["tokens"].([]any) {
 		if m := tok.(map[string]any); m["subject"] == "mcp-revoked" {
 			jti, _ = m["id"].(string)
 		}
 	}
-	if r := h.do(http.MethodDelete, "/v1/tokens/"+jti, h.operator, nil); r.status != http.StatusNoContent {
-		t.Fatalf("revoke %q: %d %s", jti, r.status, r.body)
+	if r := h.gw.Do(http.MethodDelete, "/v1/tokens/"+jti, h.operator, nil); r.Status != http.StatusNoContent {
+		t.Fatalf("revoke %q: %d %s", jti, r.Status, r.Body)
 	}
-	if r := h.do(http.MethodDelete, "/v1/sandboxes/"+id, h.operator, nil); r.status != http.StatusNoContent {
-		t.Fatalf("destroy: %d %s", r.status, r.body)
+	if r := h.gw.Do(http.MethodDelete, "/v1/sandboxes/"+id, h.operator, nil); r.Status != http.StatusNoContent {
+		t.Fatalf("destroy: %d %s", r.Status, r.Body)
 	}
 	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 	for name, tok := range map[string]string{"a revoked agent token": agent, "the session token of a destroyed sandbox": session} {

@@ -93,7 +93,7 @@ func TestTheOpenAPIDocumentFollowsTheServingBundle(t *testing.T) {
 	h := newHarness(t, harnessOptions{policyDir: patchedBundle(t, "doc-a", nil)})
 	before := factsOf(t, servedDoc(t, h))
 	st := h.engine.Settings()
-	choices := h.do(http.MethodGet, "/v1/capabilities", "", nil).json(t)["choices"].(map[string]any)
+	choices := h.gw.Do(http.MethodGet, "/v1/capabilities", "", nil).JSON(t)["choices"].(map[string]any)
 	var profiles []string
 	for _, p := range choices["profiles"].([]any) {
 		profiles = append(profiles, p.(string))
@@ -108,8 +108,8 @@ func TestTheOpenAPIDocumentFollowsTheServingBundle(t *testing.T) {
 	}
 
 	// Same generation: the same bytes, not a rebuild.
-	a := h.do(http.MethodGet, "/openapi.json", "", nil).body
-	b := h.do(http.MethodGet, "/openapi.json", "", nil).body
+	a := h.gw.Do(http.MethodGet, "/openapi.json", "", nil).Body
+	b := h.gw.Do(http.MethodGet, "/openapi.json", "", nil).Body
 	if !bytes.Equal(a, b) {
 		t.Fatal("two answers of one bundle differ")
 	}
@@ -202,7 +202,7 @@ func TestTheOpenAPIDocumentListsTheMCPTools(t *testing.T) {
 			sessionTools[d.Name] = true
 		}
 	}
-	_, session := h.create(h.mint(token.RoleAgent, "doc-mcp"), nil)
+	session := h.gw.Create(h.mint(token.RoleAgent, "doc-mcp"), nil).Token
 	list, err = mcpSession(t, h, session).ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)

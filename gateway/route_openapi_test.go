@@ -77,9 +77,9 @@ func TestEveryRouteAnswersAsTheOpenAPIDocumentSays(t *testing.T) {
 	}
 
 	agent := h.mint(token.RoleAgent, "openapi")
-	id, session := h.create(agent, map[string]any{"labels": map[string]string{"doc": "yes"}})
-	victim, _ := h.create(agent, nil)
-	mint := h.do(http.MethodPost, "/v1/tokens", h.operator, map[string]any{"role": "agent", "ttl_seconds": 3600, "label": "doc"}).json(t)
+	id, session := h.gw.Create(agent, map[string]any{"labels": map[string]string{"doc": "yes"}}).IDToken()
+	victim := h.gw.Create(agent, nil).ID
+	mint := h.gw.Do(http.MethodPost, "/v1/tokens", h.operator, map[string]any{"role": "agent", "ttl_seconds": 3600, "label": "doc"}).JSON(t)
 	jti, _ := mint["id"].(string)
 	dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), policies.EntrypointNames())
 	var candidate bytes.Buffer
@@ -168,11 +168,11 @@ func TestEveryRouteAnswersAsTheOpenAPIDocumentSays(t *testing.T) {
 // validated as a client's generator would.
 func servedDoc(t *testing.T, h *harness) *openapi3.T {
 	t.Helper()
-	r := h.do(http.MethodGet, "/openapi.json", "", nil)
-	if r.status != http.StatusOK {
-		t.Fatalf("/openapi.json: %d %s", r.status, r.body)
+	r := h.gw.Do(http.MethodGet, "/openapi.json", "", nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("/openapi.json: %d %s", r.Status, r.Body)
 	}
-	doc, err := openapi3.NewLoader().LoadFromData(r.body)
+	doc, err := openapi3.NewLoader().LoadFromData(r.Body)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"sandgate/gateway"
+	"sandgate/gateway/apitest"
 	"sandgate/gateway/replay"
 	"sandgate/gateway/token"
 	"sandgate/policies"
@@ -80,7 +81,7 @@ func TestADryRunPastItsDeadlineIsStoppedAndNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r, m := h.evaluate(h.operator, map[string]any{"entrypoint": "isolation", "input": map[string]any{"plan": p}}); m == nil || m["allow"] != true {
-		t.Fatalf("a dry run of the default isolation plan: %d %s", r.status, r.body)
+		t.Fatalf("a dry run of the default isolation plan: %d %s", r.Status, r.Body)
 	}
 	body, err := json.Marshal(map[string]any{"entrypoint": "isolation", "input": map[string]any{"plan": bigIsolationPlan(t)}})
 	if err != nil {
@@ -89,10 +90,10 @@ func TestADryRunPastItsDeadlineIsStoppedAndNamed(t *testing.T) {
 	if len(body) > gateway.DefaultEvaluateMaxBytes {
 		t.Fatalf("the big plan is %d bytes, past the default bound: it would not reach the evaluation", len(body))
 	}
-	r := h.do(http.MethodPost, "/v1/policy/evaluate", h.operator, string(body))
-	m := expectProblem(t, r, http.StatusUnprocessableEntity, "evaluation_deadline_exceeded")
+	r := h.gw.Do(http.MethodPost, "/v1/policy/evaluate", h.operator, string(body))
+	m := apitest.ExpectProblem(t, r, http.StatusUnprocessableEntity, "evaluation_deadline_exceeded")
 	if m["limit"] != "policy.evaluate.timeout" || !strings.Contains(m["detail"].(string), "1s") {
-		t.Fatalf("the deadline problem does not name its bound: %s", r.body)
+		t.Fatalf("the deadline problem does not name its bound: %s", r.Body)
 	}
 }
 
@@ -112,23 +113,16 @@ func TestADryRunBodyPastItsBoundIs413(t *testing.T) {
 		t.Fatalf("sizes %d and %d around %d", len(small), len(big), bound)
 	}
 	if r, m := h.evaluate(h.operator, json.RawMessage(small)); m == nil {
-		t.Fatalf("a body within the bound: %d %s", r.status, r.body)
+		t.Fatalf("a body within the bound: %d %s", r.Status, r.Body)
 	}
 	for name, chunked := range map[string]bool{"with its Content-Length": false, "chunked": true} {
 		var rd io.Reader = bytes.NewReader(big)
 		if chunked {
 			rd = io.MultiReader(rd) // no length known: sent chunked
 		}
-		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, h.url+"/v1/policy/evaluate", rd)
-		req.Header.Set("Authorization", "Bearer "+h.operator)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, _ := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		m := expectProblem(t, response{status: resp.StatusCode, header: resp.Header, body: data}, http.StatusRequestEntityTooLarge, "payload_too_large")
+		r := h.gw.DoWith(apitest.Request{Method: http.MethodPost, Path: "/v1/policy/evaluate", Token: h.operator, Body: rd, Context: t.Context()})
+		data := r.Body
+		m := apitest.ExpectProblem(t, r, http.StatusRequestEntityTooLarge, "payload_too_large")
 		if m["limit"] != "policy.evaluate.max_bytes" || !strings.Contains(m["detail"].(string), strconv.Itoa(bound)) {
 			t.Fatalf("%s: the 413 does not name its bound: %s", name, data)
 		}
@@ -174,14 +168,14 @@ func TestOneDryRunMoreThanTheLimitIsBusy(t *testing.T) {
 		config:    func(c *gateway.Config) { c.Policy.EvaluateConcurrency = limit },
 	})
 	agent := h.mint(token.RoleAgent, "ci")
-	id, _ := h.create(agent, nil)
+	id := h.gw.Create(agent, nil).ID
 	gs.id = id
 	gs.armOnce.Do(func() { close(gs.armed) })
 	dry := map[string]any{"request": map[string]any{"method": "GET", "path": "/v1/sandboxes/" + id, "token_claims": map[string]any{"role": "agent", "sub": "ci"}}}
 	var wg sync.WaitGroup
-	results := make(chan response, limit)
+	results := make(chan apitest.Reply, limit)
 	for range limit {
-		wg.Go(func() { results <- h.do(http.MethodPost, "/v1/policy/evaluate", h.operator, dry) })
+		wg.Go(func() { results <- h.gw.Do(http.MethodPost, "/v1/policy/evaluate", h.operator, dry) })
 	}
 	for range limit {
 		select {
@@ -191,28 +185,28 @@ func TestOneDryRunMoreThanTheLimitIsBusy(t *testing.T) {
 		}
 	}
 	// The next one is refused without being let in.
-	third := make(chan response, 1)
-	go func() { third <- h.do(http.MethodPost, "/v1/policy/evaluate", h.operator, dry) }()
-	var r response
+	third := make(chan apitest.Reply, 1)
+	go func() { third <- h.gw.Do(http.MethodPost, "/v1/policy/evaluate", h.operator, dry) }()
+	var r apitest.Reply
 	select {
 	case r = <-third:
 	case <-gs.entered:
 		close(gs.gate)
 		t.Fatalf("a dry run past the limit of %d was let in to evaluate", limit)
 	}
-	m := expectProblem(t, r, http.StatusTooManyRequests, "policy_busy")
-	if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 {
-		t.Fatalf("Retry-After %q", r.header.Get("Retry-After"))
+	m := apitest.ExpectProblem(t, r, http.StatusTooManyRequests, "policy_busy")
+	if ra, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || ra < 1 {
+		t.Fatalf("Retry-After %q", r.Header.Get("Retry-After"))
 	}
 	if m["limit"] != "policy.evaluate.concurrency" {
-		t.Fatalf("the busy problem does not name its bound: %s", r.body)
+		t.Fatalf("the busy problem does not name its bound: %s", r.Body)
 	}
 	close(gs.gate)
 	wg.Wait()
 	close(results)
 	for r := range results {
-		if r.status != http.StatusOK {
-			t.Fatalf("a dry run that held its place: %d %s", r.status, r.body)
+		if r.Status != http.StatusOK {
+			t.Fatalf("a dry run that held its place: %d %s", r.Status, r.Body)
 		}
 	}
 	if _, m := h.evaluate(h.operator, dry); m == nil || m["allow"] != true {
@@ -238,18 +232,14 @@ func candidateWith(t *testing.T, revision string, extra map[string][]byte) []byt
 }
 
 // replayOf posts a candidate to POST /v1/policy/replay.
-func (h *harness) replayOf(ctx context.Context, tok string, candidate []byte) response {
+func (h *harness) replayOf(ctx context.Context, tok string, candidate []byte) apitest.Reply {
 	h.t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.url+"/v1/policy/replay", bytes.NewReader(candidate))
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Content-Type", "application/gzip")
-	resp, err := http.DefaultClient.Do(req)
+	r, err := h.gw.API().Send(apitest.Request{Method: http.MethodPost, Path: "/v1/policy/replay", Token: tok, Body: candidate,
+		ContentType: "application/gzip", Context: ctx})
 	if err != nil {
-		return response{status: -1, body: []byte(err.Error())}
+		return apitest.Reply{Status: -1, Body: []byte(err.Error())}
 	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return response{status: resp.StatusCode, header: resp.Header, body: data}
+	return r
 }
 
 // A candidate whose rule doubles a string 25 times (32 GiB) ends its
@@ -259,9 +249,9 @@ func (h *harness) replayOf(ctx context.Context, tok string, candidate []byte) re
 func TestARunawayCandidateEndsItsWorkerNotTheGateway(t *testing.T) {
 	h := newHarness(t, harnessOptions{logInputs: true})
 	agent := h.mint(token.RoleAgent, "ci")
-	id, session := h.create(agent, nil)
-	if r := h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"echo", "hi"}}); r.status != http.StatusOK {
-		t.Fatalf("exec: %d %s", r.status, r.body)
+	id, session := h.gw.Create(agent, nil).IDToken()
+	if r := h.gw.Do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"echo", "hi"}}); r.Status != http.StatusOK {
+		t.Fatalf("exec: %d %s", r.Status, r.Body)
 	}
 	runaway, err := os.ReadFile(filepath.Join("testdata", "replay", "runaway.rego"))
 	if err != nil {
@@ -274,9 +264,9 @@ func TestARunawayCandidateEndsItsWorkerNotTheGateway(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	r := h.replayOf(t.Context(), h.operator, candidate)
 	runtime.ReadMemStats(&after)
-	m := expectProblem(t, r, http.StatusUnprocessableEntity, "candidate_exceeded_limits")
+	m := apitest.ExpectProblem(t, r, http.StatusUnprocessableEntity, "candidate_exceeded_limits")
 	if m["limit"] != "policy.replay.memory_bytes" || !strings.Contains(m["detail"].(string), "memory limit") {
-		t.Fatalf("the problem does not name the memory limit: %s", r.body)
+		t.Fatalf("the problem does not name the memory limit: %s", r.Body)
 	}
 	// The candidate asked for 32 GiB; the gateway's heap grew by far less
 	// than the worker's 1 GiB limit.
@@ -285,8 +275,8 @@ func TestARunawayCandidateEndsItsWorkerNotTheGateway(t *testing.T) {
 		t.Fatalf("the gateway's heap grew by %d MiB during the replay (bound %d MiB)", (after.HeapSys-before.HeapSys)>>20, bound>>20)
 	}
 	t.Logf("gateway heap: %d MiB obtained before, %d MiB after", before.HeapSys>>20, after.HeapSys>>20)
-	if r := h.do(http.MethodGet, "/v1/policy", h.operator, nil); r.status != http.StatusOK {
-		t.Fatalf("the gateway after the runaway replay: %d %s", r.status, r.body)
+	if r := h.gw.Do(http.MethodGet, "/v1/policy", h.operator, nil); r.Status != http.StatusOK {
+		t.Fatalf("the gateway after the runaway replay: %d %s", r.Status, r.Body)
 	}
 }
 
@@ -325,12 +315,12 @@ func TestAReplayWorkerEndedEarlyIsAClearError(t *testing.T) {
 				}
 			}})
 			r := h.replayOf(t.Context(), h.operator, candidate)
-			m := expectProblem(t, r, c.status, c.code)
+			m := apitest.ExpectProblem(t, r, c.status, c.code)
 			if lim, _ := m["limit"].(string); lim != c.limit || !strings.Contains(m["detail"].(string), c.detail) {
-				t.Fatalf("want limit %q and %q in the detail: %s", c.limit, c.detail, r.body)
+				t.Fatalf("want limit %q and %q in the detail: %s", c.limit, c.detail, r.Body)
 			}
-			if r := h.do(http.MethodGet, "/v1/policy", h.operator, nil); r.status != http.StatusOK {
-				t.Fatalf("the gateway after the worker ended: %d %s", r.status, r.body)
+			if r := h.gw.Do(http.MethodGet, "/v1/policy", h.operator, nil); r.Status != http.StatusOK {
+				t.Fatalf("the gateway after the worker ended: %d %s", r.Status, r.Body)
 			}
 		})
 	}
@@ -347,7 +337,7 @@ func TestOneReplayMoreThanTheLimitIsBusy(t *testing.T) {
 	}})
 	candidate := candidateWith(t, "candidate-1", nil)
 	ctx, cancel := context.WithCancel(t.Context())
-	first := make(chan response, 1)
+	first := make(chan apitest.Reply, 1)
 	go func() { first <- h.replayOf(ctx, h.operator, candidate) }()
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -360,9 +350,9 @@ func TestOneReplayMoreThanTheLimitIsBusy(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	r := h.replayOf(t.Context(), h.operator, candidate)
-	m := expectProblem(t, r, http.StatusTooManyRequests, "policy_busy")
-	if r.header.Get("Retry-After") == "" || m["limit"] != "policy.replay.concurrency" {
-		t.Fatalf("the busy replay: %v %s", r.header, r.body)
+	m := apitest.ExpectProblem(t, r, http.StatusTooManyRequests, "policy_busy")
+	if r.Header.Get("Retry-After") == "" || m["limit"] != "policy.replay.concurrency" {
+		t.Fatalf("the busy replay: %v %s", r.Header, r.Body)
 	}
 	cancel()
 	<-first

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"sandgate/gateway/apitest"
 	"sandgate/gateway/client"
 	"sandgate/gateway/token"
 	"sandgate/policies"
@@ -21,12 +22,12 @@ import (
 func TestThePolicyInForceIsReadableByOperatorsOnly(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
-	r := h.do(http.MethodGet, "/v1/policy", h.operator, nil)
-	if r.status != http.StatusOK {
-		t.Fatalf("GET /v1/policy as the operator: %d %s", r.status, r.body)
+	r := h.gw.Do(http.MethodGet, "/v1/policy", h.operator, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("GET /v1/policy as the operator: %d %s", r.Status, r.Body)
 	}
 	var got client.Policy
-	if err := json.Unmarshal(r.body, &got); err != nil {
+	if err := json.Unmarshal(r.Body, &got); err != nil {
 		t.Fatal(err)
 	}
 	digest, err := policies.BundleDigest(policies.EmbeddedBundle())
@@ -52,11 +53,11 @@ func TestThePolicyInForceIsReadableByOperatorsOnly(t *testing.T) {
 	}
 
 	agent := h.mint(token.RoleAgent, "reader")
-	sid, session := h.create(agent, nil)
+	sid, session := h.gw.Create(agent, nil).IDToken()
 	for who, tok := range map[string]string{"an agent": agent, "a session (" + sid + ")": session} {
-		r := h.do(http.MethodGet, "/v1/policy", tok, nil)
-		if r.status != http.StatusForbidden || !strings.Contains(string(r.body), `"rule_ids":["T2"]`) || strings.Contains(string(r.body), `"rules"`) {
-			t.Errorf("GET /v1/policy as %s: %d %s, want 403 T2 and no rule list", who, r.status, r.body)
+		r := h.gw.Do(http.MethodGet, "/v1/policy", tok, nil)
+		if r.Status != http.StatusForbidden || !strings.Contains(string(r.Body), `"rule_ids":["T2"]`) || strings.Contains(string(r.Body), `"rules"`) {
+			t.Errorf("GET /v1/policy as %s: %d %s, want 403 T2 and no rule list", who, r.Status, r.Body)
 		}
 	}
 }
@@ -113,13 +114,13 @@ func TestAdvertisedRoutesAreExactlyTheServedOnes(t *testing.T) {
 }
 
 // evaluate posts a dry run and returns the answer.
-func (h *harness) evaluate(tok string, body any) (response, map[string]any) {
+func (h *harness) evaluate(tok string, body any) (apitest.Reply, map[string]any) {
 	h.t.Helper()
-	r := h.do(http.MethodPost, "/v1/policy/evaluate", tok, body)
-	if r.status != http.StatusOK {
+	r := h.gw.Do(http.MethodPost, "/v1/policy/evaluate", tok, body)
+	if r.Status != http.StatusOK {
 		return r, nil
 	}
-	return r, r.json(h.t)
+	return r, r.JSON(h.t)
 }
 
 func ruleIDsOf(m map[string]any) []string {
@@ -138,7 +139,7 @@ func TestADryRunDecidesWhatTheRequestWouldGet(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	agent := h.mint(token.RoleAgent, "ci")
-	id, session := h.create(agent, nil)
+	id, session := h.gw.Create(agent, nil).IDToken()
 	before, err := h.st.List(t.Context(), store.Filter{})
 	if err != nil {
 		t.Fatal(err)
@@ -172,30 +173,30 @@ func TestADryRunDecidesWhatTheRequestWouldGet(t *testing.T) {
 			}
 			r, m := h.evaluate(h.operator, map[string]any{"request": req})
 			if m == nil {
-				t.Fatalf("dry run: %d %s", r.status, r.body)
+				t.Fatalf("dry run: %d %s", r.Status, r.Body)
 			}
 			if m["allow"] != c.allow || m["dry_run"] != true || !slices.Equal(ruleIDsOf(m), c.rules) {
-				t.Fatalf("dry run: %s, want allow %v rules %v", r.body, c.allow, c.rules)
+				t.Fatalf("dry run: %s, want allow %v rules %v", r.Body, c.allow, c.rules)
 			}
 			input := m["input"].(map[string]any)
 			if route := input["request"].(map[string]any)["route"]; !strings.HasPrefix(c.path, strings.Split(route.(string), ":")[0]) {
 				t.Fatalf("the input's route %v for %s", route, c.path)
 			}
 			if strings.Contains(c.path, id) && input["sandbox"] == nil {
-				t.Fatalf("the target's record was not loaded: %s", r.body)
+				t.Fatalf("the target's record was not loaded: %s", r.Body)
 			}
 			// The live request gets the same decision.
 			if c.allow {
 				return
 			}
-			live := h.do(c.method, c.path, c.liveTok, c.body)
-			got := live.json(t)
+			live := h.gw.Do(c.method, c.path, c.liveTok, c.body)
+			got := live.JSON(t)
 			var liveRules []string
 			for _, v := range got["rule_ids"].([]any) {
 				liveRules = append(liveRules, v.(string))
 			}
 			if !slices.Equal(liveRules, c.rules) {
-				t.Fatalf("live: %s, dry run said %v", live.body, c.rules)
+				t.Fatalf("live: %s, dry run said %v", live.Body, c.rules)
 			}
 		})
 	}
@@ -203,7 +204,7 @@ func TestADryRunDecidesWhatTheRequestWouldGet(t *testing.T) {
 	r, m := h.evaluate(h.operator, map[string]any{"request": map[string]any{"method": "POST", "path": "/v1/sandboxes",
 		"token_claims": map[string]any{"role": "agent", "sub": "ci"}, "body": map[string]any{"profile": "workspace"}}})
 	if m == nil || m["allow"] != true {
-		t.Fatalf("dry run of a create: %d %s", r.status, r.body)
+		t.Fatalf("dry run of a create: %d %s", r.Status, r.Body)
 	}
 	after, err := h.st.List(t.Context(), store.Filter{})
 	if err != nil || len(after) != len(before) {
@@ -212,7 +213,7 @@ func TestADryRunDecidesWhatTheRequestWouldGet(t *testing.T) {
 	// The input form.
 	r, m = h.evaluate(h.operator, map[string]any{"entrypoint": "authz", "input": map[string]any{}})
 	if m == nil || m["allow"] != false || !slices.Contains(ruleIDsOf(m), "INPUT") {
-		t.Fatalf("dry run of an empty input: %d %s", r.status, r.body)
+		t.Fatalf("dry run of an empty input: %d %s", r.Status, r.Body)
 	}
 	// Bad forms are 400s naming the field; a path no route matches is a 422.
 	for name, c := range map[string]struct {
@@ -230,20 +231,20 @@ func TestADryRunDecidesWhatTheRequestWouldGet(t *testing.T) {
 		"an unknown body":  {map[string]any{"request": map[string]any{"method": "POST", "path": "/v1/sandboxes", "token_claims": map[string]any{"role": "agent"}, "body": map[string]any{"profle": "x"}}}, 400, "profle"},
 		"no route":         {map[string]any{"request": map[string]any{"method": "GET", "path": "/v1/nothing", "token_claims": map[string]any{"role": "agent"}}}, 422, ""},
 	} {
-		r := h.do(http.MethodPost, "/v1/policy/evaluate", h.operator, c.body)
-		if r.status != c.status {
-			t.Errorf("%s: %d %s, want %d", name, r.status, r.body, c.status)
+		r := h.gw.Do(http.MethodPost, "/v1/policy/evaluate", h.operator, c.body)
+		if r.Status != c.status {
+			t.Errorf("%s: %d %s, want %d", name, r.Status, r.Body, c.status)
 			continue
 		}
 		if c.field != "" {
-			if f := r.json(t)["field"]; f != c.field {
-				t.Errorf("%s: field %v, want %s: %s", name, f, c.field, r.body)
+			if f := r.JSON(t)["field"]; f != c.field {
+				t.Errorf("%s: field %v, want %s: %s", name, f, c.field, r.Body)
 			}
 		}
 	}
 	// Only operators (and reviewers) dry-run.
-	if r := h.do(http.MethodPost, "/v1/policy/evaluate", agent, map[string]any{"entrypoint": "authz", "input": map[string]any{}}); r.status != http.StatusForbidden {
-		t.Fatalf("an agent's dry run: %d %s", r.status, r.body)
+	if r := h.gw.Do(http.MethodPost, "/v1/policy/evaluate", agent, map[string]any{"entrypoint": "authz", "input": map[string]any{}}); r.Status != http.StatusForbidden {
+		t.Fatalf("an agent's dry run: %d %s", r.Status, r.Body)
 	}
 }
 
@@ -254,9 +255,9 @@ func TestACandidateIsReplayedAgainstTheGatewaysLog(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{logInputs: true})
 	agent := h.mint(token.RoleAgent, "ci")
-	id, session := h.create(agent, nil)
-	if r := h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"sleep", "1"}, "timeout_seconds": 600}); r.status != http.StatusForbidden {
-		t.Fatalf("an exec past the bound: %d %s", r.status, r.body)
+	id, session := h.gw.Create(agent, nil).IDToken()
+	if r := h.gw.Do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"sleep", "1"}, "timeout_seconds": 600}); r.Status != http.StatusForbidden {
+		t.Fatalf("an exec past the bound: %d %s", r.Status, r.Body)
 	}
 	dir := policytest.CopyWithSmallTests(t, policies.EmbeddedBundle(), policies.EntrypointNames())
 	found := false
@@ -294,11 +295,11 @@ func TestACandidateIsReplayedAgainstTheGatewaysLog(t *testing.T) {
 		t.Fatalf("replay report: %s", raw)
 	}
 	// A body that is no bundle is a 422; an agent may not replay.
-	if r := h.do(http.MethodPost, "/v1/policy/replay", h.operator, map[string]any{"not": "a bundle"}); r.status != http.StatusUnprocessableEntity {
-		t.Fatalf("a body that is no bundle: %d %s", r.status, r.body)
+	if r := h.gw.Do(http.MethodPost, "/v1/policy/replay", h.operator, map[string]any{"not": "a bundle"}); r.Status != http.StatusUnprocessableEntity {
+		t.Fatalf("a body that is no bundle: %d %s", r.Status, r.Body)
 	}
-	if r := h.do(http.MethodPost, "/v1/policy/replay", agent, map[string]any{}); r.status != http.StatusForbidden {
-		t.Fatalf("an agent's replay: %d %s", r.status, r.body)
+	if r := h.gw.Do(http.MethodPost, "/v1/policy/replay", agent, map[string]any{}); r.Status != http.StatusForbidden {
+		t.Fatalf("an agent's replay: %d %s", r.Status, r.Body)
 	}
 }
 
@@ -315,33 +316,33 @@ func TestAWarnModeRuleAllowsAndSaysSo(t *testing.T) {
 	}, &found)
 	h := newHarness(t, harnessOptions{policyDir: dir, logInputs: true})
 	agent := h.mint(token.RoleAgent, "ci")
-	id, session := h.create(agent, nil)
-	r := h.do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"-x"}})
-	if r.status != http.StatusOK {
-		t.Fatalf("an exec E1 warns about: %d %s", r.status, r.body)
+	id, session := h.gw.Create(agent, nil).IDToken()
+	r := h.gw.Do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"-x"}})
+	if r.Status != http.StatusOK {
+		t.Fatalf("an exec E1 warns about: %d %s", r.Status, r.Body)
 	}
-	if w := r.header.Get("Warning"); !strings.HasPrefix(w, `299 sandgate "E1: `) {
+	if w := r.Header.Get("Warning"); !strings.HasPrefix(w, `299 sandgate "E1: `) {
 		t.Fatalf("Warning header %q", w)
 	}
-	m := r.json(t)
+	m := r.JSON(t)
 	ws, _ := m["warnings"].([]any)
 	if len(ws) != 1 || ws[0].(map[string]any)["rule"] != "E1" || ws[0].(map[string]any)["mode"] != "warn" || m["exit_code"] == nil {
-		t.Fatalf("the exec answer: %s", r.body)
+		t.Fatalf("the exec answer: %s", r.Body)
 	}
 	// dryrun: allowed, nothing said to the caller, logged. E3 bounds
 	// tail_bytes to exec.max_logs_tail_bytes (65536); the dry run lets a
 	// longer tail through.
-	r = h.do(http.MethodGet, "/v1/sandboxes/"+id+"/logs?tail_bytes=70000", session, nil)
-	if r.status != http.StatusOK || r.header.Get("Warning") != "" || r.header.Get("X-Sandgate-Stream") != "stdout" {
-		t.Fatalf("a dry-run violation reached the caller: %d %v %s", r.status, r.header, r.body)
+	r = h.gw.Do(http.MethodGet, "/v1/sandboxes/"+id+"/logs?tail_bytes=70000", session, nil)
+	if r.Status != http.StatusOK || r.Header.Get("Warning") != "" || r.Header.Get("X-Sandgate-Stream") != "stdout" {
+		t.Fatalf("a dry-run violation reached the caller: %d %v %s", r.Status, r.Header, r.Body)
 	}
 	// The policy lets an unknown stream through too; the handler, which
 	// only adds refusals, does not pass it to Nomad.
-	r = h.do(http.MethodGet, "/v1/sandboxes/"+id+"/logs?stream=env", session, nil)
-	if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "stream") {
-		t.Fatalf("logs of an unknown stream under a dry-run E3: %d %s", r.status, r.body)
+	r = h.gw.Do(http.MethodGet, "/v1/sandboxes/"+id+"/logs?stream=env", session, nil)
+	if r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "stream") {
+		t.Fatalf("logs of an unknown stream under a dry-run E3: %d %s", r.Status, r.Body)
 	}
-	got := h.do(http.MethodGet, "/v1/decisions?rule=E3", h.operator, nil).json(t)
+	got := h.gw.Do(http.MethodGet, "/v1/decisions?rule=E3", h.operator, nil).JSON(t)
 	ds, _ := got["decisions"].([]any)
 	if len(ds) != 2 {
 		t.Fatalf("the dry-run decisions in the log: %v", got)
@@ -351,7 +352,7 @@ func TestAWarnModeRuleAllowsAndSaysSo(t *testing.T) {
 	if d["allow"] != true || v["rule"] != "E3" || v["mode"] != "dryrun" {
 		t.Fatalf("the dry-run decision: %v", d)
 	}
-	pol := h.do(http.MethodGet, "/v1/policy", h.operator, nil).json(t)
+	pol := h.gw.Do(http.MethodGet, "/v1/policy", h.operator, nil).JSON(t)
 	modes := map[string]string{}
 	for _, r := range pol["rules"].([]any) {
 		rm := r.(map[string]any)
@@ -370,7 +371,7 @@ func TestAReviewerReadsAndDryRunsAndIsRefusedEverythingElse(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	agent := h.mint(token.RoleAgent, "ci")
-	id, _ := h.create(agent, nil)
+	id := h.gw.Create(agent, nil).ID
 	reviewer := h.mint(token.RoleReviewer, "sec-team")
 	allowed := map[string]bool{
 		"GET /v1/policy": true, "GET /v1/decisions": true,
@@ -390,16 +391,16 @@ func TestAReviewerReadsAndDryRunsAndIsRefusedEverythingElse(t *testing.T) {
 		if !ok && (rt.Method == http.MethodPost || rt.Method == http.MethodPut) {
 			body = map[string]any{}
 		}
-		r := h.do(rt.Method, path, reviewer, body)
+		r := h.gw.Do(rt.Method, path, reviewer, body)
 		walked++
 		if allowed[key] {
-			if r.status == http.StatusForbidden || r.status == http.StatusUnauthorized {
-				t.Errorf("%s as a reviewer: %d %s", key, r.status, r.body)
+			if r.Status == http.StatusForbidden || r.Status == http.StatusUnauthorized {
+				t.Errorf("%s as a reviewer: %d %s", key, r.Status, r.Body)
 			}
 			continue
 		}
-		if r.status != http.StatusForbidden || !strings.Contains(string(r.body), `"T2"`) {
-			t.Errorf("%s as a reviewer: %d %s, want 403 T2", key, r.status, r.body)
+		if r.Status != http.StatusForbidden || !strings.Contains(string(r.Body), `"T2"`) {
+			t.Errorf("%s as a reviewer: %d %s, want 403 T2", key, r.Status, r.Body)
 		}
 	}
 	if walked < 15 {
@@ -410,8 +411,8 @@ func TestAReviewerReadsAndDryRunsAndIsRefusedEverythingElse(t *testing.T) {
 		t.Fatalf("the sandbox after a reviewer's dry run: %+v %v", rec, err)
 	}
 	// The reviewer's own principal is recorded, and it can be minted through the API.
-	r := h.do(http.MethodPost, "/v1/tokens", h.operator, map[string]any{"role": "reviewer", "ttl_seconds": 3600, "label": "audit week"})
-	if r.status != http.StatusCreated {
-		t.Fatalf("mint a reviewer token: %d %s", r.status, r.body)
+	r := h.gw.Do(http.MethodPost, "/v1/tokens", h.operator, map[string]any{"role": "reviewer", "ttl_seconds": 3600, "label": "audit week"})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("mint a reviewer token: %d %s", r.Status, r.Body)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"sandgate/gateway/apitest"
 	"sandgate/gateway/token"
 	"sandgate/store"
 )
@@ -14,11 +15,11 @@ import (
 // page reads one page of GET /v1/sandboxes: the ids and the next cursor.
 func (h *harness) page(tok, query string) ([]string, string) {
 	h.t.Helper()
-	r := h.do(http.MethodGet, "/v1/sandboxes"+query, tok, nil)
-	if r.status != http.StatusOK {
-		h.t.Fatalf("list %s: %d %s", query, r.status, r.body)
+	r := h.gw.Do(http.MethodGet, "/v1/sandboxes"+query, tok, nil)
+	if r.Status != http.StatusOK {
+		h.t.Fatalf("list %s: %d %s", query, r.Status, r.Body)
 	}
-	m := r.json(h.t)
+	m := r.JSON(h.t)
 	var ids []string
 	for _, s := range m["sandboxes"].([]any) {
 		ids = append(ids, s.(map[string]any)["id"].(string))
@@ -34,12 +35,12 @@ func TestTheListIsPagedAndFiltered(t *testing.T) {
 	var opIDs, agentIDs []string
 	for i := range 5 {
 		h.clock.Advance(time.Second) // distinct creation times: the order is by creation
-		id, _ := h.create(h.operator, map[string]any{"labels": map[string]string{"batch": "b" + string(rune('0'+i%2))}})
+		id := h.gw.Create(h.operator, map[string]any{"labels": map[string]string{"batch": "b" + string(rune('0'+i%2))}}).ID
 		opIDs = append(opIDs, id)
 	}
 	for range 2 {
 		h.clock.Advance(time.Second)
-		id, _ := h.create(agent, nil)
+		id := h.gw.Create(agent, nil).ID
 		agentIDs = append(agentIDs, id)
 	}
 	// the operator pages through all seven, two at a time, oldest first
@@ -70,8 +71,8 @@ func TestTheListIsPagedAndFiltered(t *testing.T) {
 	if ids, _ := h.page(h.operator, "?principal=agent:lister"); !slices.Equal(ids, agentIDs) {
 		t.Fatalf("principal filter: %v", ids)
 	}
-	if r := h.do(http.MethodDelete, "/v1/sandboxes/"+opIDs[0], h.operator, nil); r.status != http.StatusNoContent {
-		t.Fatalf("destroy: %d %s", r.status, r.body)
+	if r := h.gw.Do(http.MethodDelete, "/v1/sandboxes/"+opIDs[0], h.operator, nil); r.Status != http.StatusNoContent {
+		t.Fatalf("destroy: %d %s", r.Status, r.Body)
 	}
 	if ids, _ := h.page(h.operator, "?state=ended"); !slices.Equal(ids, []string{opIDs[0]}) {
 		t.Fatalf("state=ended: %v", ids)
@@ -86,20 +87,20 @@ func TestTheListIsPagedAndFiltered(t *testing.T) {
 	if ids, _ := h.page(agent, "?all=true"); !slices.Equal(ids, agentIDs) {
 		t.Fatalf("the agent's list: %v", ids)
 	}
-	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes?principal=operator:ops", agent, nil), http.StatusBadRequest, "invalid_request")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, "/v1/sandboxes?principal=operator:ops", agent, nil), http.StatusBadRequest, "invalid_request")
 	// bad parameters name themselves
 	for q, field := range map[string]string{
 		"?limit=0": "limit", "?limit=1001": "limit", "?limit=x": "limit", "?state=zombie": "state",
 		"?state=ended,ended": "state", "?label=nokey": "label", "?cursor=AAAA": "cursor", "?all=yes": "all", "?sort=id": "sort",
 	} {
-		p := expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes"+q, h.operator, nil), http.StatusBadRequest, "invalid_request")
+		p := apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, "/v1/sandboxes"+q, h.operator, nil), http.StatusBadRequest, "invalid_request")
 		if p["field"] != field {
 			t.Errorf("%s: field %v, want %s", q, p["field"], field)
 		}
 	}
 	// a cursor of another listing is refused, not misread
 	_, next := h.page(h.operator, "?limit=1")
-	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes?limit=1&state=ended&cursor="+next, h.operator, nil), http.StatusBadRequest, "invalid_request")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, "/v1/sandboxes?limit=1&state=ended&cursor="+next, h.operator, nil), http.StatusBadRequest, "invalid_request")
 }
 
 // Ended records are pruned once their retention has passed; live ones,
@@ -107,15 +108,15 @@ func TestTheListIsPagedAndFiltered(t *testing.T) {
 func TestTheReaperPrunesEndedRecordsPastTheirRetention(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{fake: true})
-	old, _ := h.create(h.operator, nil)
-	live, _ := h.create(h.operator, map[string]any{"ttl_seconds": 4 * 3600})
-	if r := h.do(http.MethodDelete, "/v1/sandboxes/"+old, h.operator, nil); r.status != http.StatusNoContent {
-		t.Fatalf("destroy: %d %s", r.status, r.body)
+	old := h.gw.Create(h.operator, nil).ID
+	live := h.gw.Create(h.operator, map[string]any{"ttl_seconds": 4 * 3600}).ID
+	if r := h.gw.Do(http.MethodDelete, "/v1/sandboxes/"+old, h.operator, nil); r.Status != http.StatusNoContent {
+		t.Fatalf("destroy: %d %s", r.Status, r.Body)
 	}
 	h.clock.Advance(3 * time.Hour)
-	recent, _ := h.create(h.operator, nil)
-	if r := h.do(http.MethodDelete, "/v1/sandboxes/"+recent, h.operator, nil); r.status != http.StatusNoContent {
-		t.Fatalf("destroy: %d %s", r.status, r.body)
+	recent := h.gw.Create(h.operator, nil).ID
+	if r := h.gw.Do(http.MethodDelete, "/v1/sandboxes/"+recent, h.operator, nil); r.Status != http.StatusNoContent {
+		t.Fatalf("destroy: %d %s", r.Status, r.Body)
 	}
 	h.clock.Advance(7*24*time.Hour - 2*time.Hour) // old ended 7 d + 1 h ago, recent 7 d - 2 h ago
 	if _, err := h.srv.Reap(context.Background()); err != nil {
@@ -136,5 +137,5 @@ func TestTheReaperPrunesEndedRecordsPastTheirRetention(t *testing.T) {
 		t.Fatalf("counts %v %v", counts, err)
 	}
 	fresh := h.mint(token.RoleOperator, "ops") // the harness operator's token lasts a day
-	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes/"+old, fresh, nil), http.StatusNotFound, "sandbox_not_found")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, "/v1/sandboxes/"+old, fresh, nil), http.StatusNotFound, "sandbox_not_found")
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"sandgate/gateway"
+	"sandgate/gateway/apitest"
 	"sandgate/gateway/token"
 	"sandgate/policies"
 	"sandgate/store"
@@ -17,33 +18,33 @@ import (
 func TestTokensAreMintedOnceListedWithoutSecretAndRevokedAtOnce(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
-	r := h.do(http.MethodPost, "/v1/tokens", h.operator, map[string]any{
+	r := h.gw.Do(http.MethodPost, "/v1/tokens", h.operator, map[string]any{
 		"role": "agent", "ttl_seconds": 3600, "label": "ci runner", "subject": "agent-ci",
 		"quota": map[string]any{"max_live_sandboxes": 2},
 	})
-	if r.status != http.StatusCreated {
-		t.Fatalf("mint: %d %s", r.status, r.body)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("mint: %d %s", r.Status, r.Body)
 	}
-	if r.header.Get("Cache-Control") != "no-store" {
+	if r.Header.Get("Cache-Control") != "no-store" {
 		t.Fatal("the mint answer may be cached")
 	}
-	m := r.json(t)
+	m := r.JSON(t)
 	secret, id := m["token"].(string), m["id"].(string)
 	if secret == "" || id == "" || m["role"] != "agent" || m["subject"] != "agent-ci" || m["label"] != "ci runner" ||
 		m["quota"].(map[string]any)["max_live_sandboxes"] != float64(2) {
-		t.Fatalf("mint answer: %s", r.body)
+		t.Fatalf("mint answer: %s", r.Body)
 	}
 	// The new token works.
-	if r := h.do(http.MethodGet, "/v1/sandboxes", secret, nil); r.status != http.StatusOK {
-		t.Fatalf("the minted token: %d %s", r.status, r.body)
+	if r := h.gw.Do(http.MethodGet, "/v1/sandboxes", secret, nil); r.Status != http.StatusOK {
+		t.Fatalf("the minted token: %d %s", r.Status, r.Body)
 	}
 
-	r = h.do(http.MethodGet, "/v1/tokens", h.operator, nil)
-	if strings.Contains(string(r.body), secret) || strings.Contains(string(r.body), `"token"`) {
-		t.Fatalf("the listing shows a secret: %s", r.body)
+	r = h.gw.Do(http.MethodGet, "/v1/tokens", h.operator, nil)
+	if strings.Contains(string(r.Body), secret) || strings.Contains(string(r.Body), `"token"`) {
+		t.Fatalf("the listing shows a secret: %s", r.Body)
 	}
 	var listed map[string]any
-	for _, x := range r.json(t)["tokens"].([]any) {
+	for _, x := range r.JSON(t)["tokens"].([]any) {
 		if x.(map[string]any)["id"] == id {
 			listed = x.(map[string]any)
 		}
@@ -52,11 +53,11 @@ func TestTokensAreMintedOnceListedWithoutSecretAndRevokedAtOnce(t *testing.T) {
 		t.Fatalf("listed: %v", listed)
 	}
 
-	if r := h.do(http.MethodDelete, "/v1/tokens/"+id, h.operator, nil); r.status != http.StatusNoContent {
-		t.Fatalf("revoke: %d %s", r.status, r.body)
+	if r := h.gw.Do(http.MethodDelete, "/v1/tokens/"+id, h.operator, nil); r.Status != http.StatusNoContent {
+		t.Fatalf("revoke: %d %s", r.Status, r.Body)
 	}
-	expectProblem(t, h.do(http.MethodGet, "/v1/sandboxes", secret, nil), http.StatusUnauthorized, "unauthenticated", "T4")
-	expectProblem(t, h.do(http.MethodDelete, "/v1/tokens/nope", h.operator, nil), http.StatusNotFound, "token_not_found")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, "/v1/sandboxes", secret, nil), http.StatusUnauthorized, "unauthenticated", "T4")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodDelete, "/v1/tokens/nope", h.operator, nil), http.StatusNotFound, "token_not_found")
 	if tk, _ := h.st.GetToken(t.Context(), id); tk.RevokedAt.IsZero() {
 		t.Fatal("the store does not say revoked")
 	}
@@ -84,14 +85,14 @@ func TestMintRequestsAreJudgedByThePolicy(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			expectProblem(t, h.do(http.MethodPost, "/v1/tokens", h.operator, c.body), http.StatusForbidden, "policy_denied", c.rule)
+			apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, "/v1/tokens", h.operator, c.body), http.StatusForbidden, "policy_denied", c.rule)
 		})
 	}
-	expectProblem(t, h.do(http.MethodPost, "/v1/tokens", h.operator, nil), http.StatusBadRequest, "invalid_request")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, "/v1/tokens", h.operator, nil), http.StatusBadRequest, "invalid_request")
 	agent := h.mint("agent", "agent-a")
-	expectProblem(t, h.do(http.MethodPost, "/v1/tokens", agent, map[string]any{"role": "agent", "ttl_seconds": 3600}),
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodPost, "/v1/tokens", agent, map[string]any{"role": "agent", "ttl_seconds": 3600}),
 		http.StatusForbidden, "policy_denied", "T2")
-	expectProblem(t, h.do(http.MethodGet, "/v1/tokens", agent, nil), http.StatusForbidden, "policy_denied", "T2")
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, "/v1/tokens", agent, nil), http.StatusForbidden, "policy_denied", "T2")
 }
 
 // B3: an agent's quota holds under concurrent creates, because the count
@@ -99,18 +100,18 @@ func TestMintRequestsAreJudgedByThePolicy(t *testing.T) {
 func TestAgentQuotaHoldsUnderConcurrentCreates(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
-	r := h.do(http.MethodPost, "/v1/tokens", h.operator, map[string]any{
+	r := h.gw.Do(http.MethodPost, "/v1/tokens", h.operator, map[string]any{
 		"role": "agent", "ttl_seconds": 3600, "subject": "agent-q", "quota": map[string]any{"max_live_sandboxes": 3},
 	})
-	agent := r.json(t)["token"].(string)
+	agent := r.JSON(t)["token"].(string)
 	const n = 20
 	var wg sync.WaitGroup
 	statuses := make([]int, n)
 	bodies := make([]string, n)
 	for i := range n {
 		wg.Go(func() {
-			r := h.do(http.MethodPost, "/v1/sandboxes", agent, map[string]any{"wait_seconds": 0})
-			statuses[i], bodies[i] = r.status, string(r.body)
+			r := h.gw.Do(http.MethodPost, "/v1/sandboxes", agent, map[string]any{"wait_seconds": 0})
+			statuses[i], bodies[i] = r.Status, string(r.Body)
 		})
 	}
 	wg.Wait()
@@ -133,13 +134,13 @@ func TestAgentQuotaHoldsUnderConcurrentCreates(t *testing.T) {
 		t.Fatalf("%d live sandboxes for the agent", len(live))
 	}
 	// Ending one frees one slot (B4 releases the principal's use too).
-	if r := h.do(http.MethodDelete, "/v1/sandboxes/"+live[0].ID, agent, nil); r.status != http.StatusNoContent {
-		t.Fatalf("destroy: %d %s", r.status, r.body)
+	if r := h.gw.Do(http.MethodDelete, "/v1/sandboxes/"+live[0].ID, agent, nil); r.Status != http.StatusNoContent {
+		t.Fatalf("destroy: %d %s", r.Status, r.Body)
 	}
-	h.create(agent, nil)
+	h.gw.Create(agent, nil)
 	// The operator has no principal quota.
 	for range 4 {
-		h.create(h.operator, nil)
+		h.gw.Create(h.operator, nil)
 	}
 }
 
@@ -147,9 +148,9 @@ func TestRecentDecisionsShowRuleIDsNewestFirst(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	agent := h.mint("agent", "agent-d")
-	h.do(http.MethodGet, "/v1/hosts", agent, nil) // denied: T2
-	r := h.do(http.MethodGet, "/v1/decisions?limit=2", h.operator, nil)
-	ds := r.json(t)["decisions"].([]any)
+	h.gw.Do(http.MethodGet, "/v1/hosts", agent, nil) // denied: T2
+	r := h.gw.Do(http.MethodGet, "/v1/decisions?limit=2", h.operator, nil)
+	ds := r.JSON(t)["decisions"].([]any)
 	if len(ds) != 2 {
 		t.Fatalf("limit=2 gave %d", len(ds))
 	}
@@ -167,7 +168,7 @@ func TestRecentDecisionsShowRuleIDsNewestFirst(t *testing.T) {
 		t.Fatalf("denial: %v", second)
 	}
 	for _, q := range []string{"0", "1001", "x"} {
-		expectProblem(t, h.do(http.MethodGet, "/v1/decisions?limit="+q, h.operator, nil), http.StatusBadRequest, "invalid_request")
+		apitest.ExpectProblem(t, h.gw.Do(http.MethodGet, "/v1/decisions?limit="+q, h.operator, nil), http.StatusBadRequest, "invalid_request")
 	}
 }
 
@@ -213,16 +214,16 @@ func TestTheOfflineMintIsDecidedAsTheTokensRouteDecides(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := h.do(http.MethodPost, "/v1/tokens", h.operator, c.body)
+			r := h.gw.Do(http.MethodPost, "/v1/tokens", h.operator, c.body)
 			if d.Allow {
-				if r.status != http.StatusCreated {
-					t.Fatalf("offline allowed, the route answered %d: %s", r.status, r.body)
+				if r.Status != http.StatusCreated {
+					t.Fatalf("offline allowed, the route answered %d: %s", r.Status, r.Body)
 				}
 				return
 			}
-			expectProblem(t, r, http.StatusForbidden, "policy_denied", d.RuleIDs()...)
+			apitest.ExpectProblem(t, r, http.StatusForbidden, "policy_denied", d.RuleIDs()...)
 			var p struct{ Violations []policies.Violation }
-			if err := json.Unmarshal(r.body, &p); err != nil {
+			if err := json.Unmarshal(r.Body, &p); err != nil {
 				t.Fatal(err)
 			}
 			if len(p.Violations) != len(d.Violations) {

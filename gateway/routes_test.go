@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"sandgate/gateway"
+	"sandgate/gateway/apitest"
 	"sandgate/gateway/audit"
 	"sandgate/gateway/token"
 	"sandgate/nomad/nomadsim"
@@ -67,7 +68,7 @@ func TestEveryNonPublicRouteIsRefusedWithoutATokenAndWhenThePolicyDenies(t *test
 	open := newHarness(t, harnessOptions{})
 	deny := newHarness(t, harnessOptions{policyDir: denyAllBundle(t)})
 	operator := deny.mint(token.RoleOperator, "ops")
-	sbx, _ := open.create(open.operator, nil)
+	sbx := open.gw.Create(open.operator, nil).ID
 
 	routes := open.srv.Echo().Routes()
 	if len(routes) < 11 {
@@ -81,25 +82,25 @@ func TestEveryNonPublicRouteIsRefusedWithoutATokenAndWhenThePolicyDenies(t *test
 		path = strings.ReplaceAll(path, "*", "app.js")
 		if selfAuthenticated[rt.Path] {
 			for _, tok := range []string{"", "not-a-jwt"} {
-				r := open.do(rt.Method, path, tok, `{}`)
+				r := open.gw.Do(rt.Method, path, tok, `{}`)
 				checkRefusedUnauthenticated(t, rt.Method+" "+rt.Path+" with token "+tok, r)
 			}
 			continue
 		}
 		if publicPaths[rt.Path] {
-			r := open.do(rt.Method, path, "", nil)
-			if r.status != http.StatusOK {
-				t.Errorf("public %s %s: %d", rt.Method, rt.Path, r.status)
+			r := open.gw.Do(rt.Method, path, "", nil)
+			if r.Status != http.StatusOK {
+				t.Errorf("public %s %s: %d", rt.Method, rt.Path, r.Status)
 			}
 			checkNoStore(t, rt.Method+" "+rt.Path, r)
 			continue
 		}
 		seen++
-		r := open.do(rt.Method, path, "", `{}`)
+		r := open.gw.Do(rt.Method, path, "", `{}`)
 		checkRefusedUnauthenticated(t, rt.Method+" "+rt.Path+" without a token", r)
-		r = open.do(rt.Method, path, "not-a-jwt", `{}`)
+		r = open.gw.Do(rt.Method, path, "not-a-jwt", `{}`)
 		checkRefusedUnauthenticated(t, rt.Method+" "+rt.Path+" with a malformed token", r)
-		if ok := open.do(rt.Method, strings.ReplaceAll(rt.Path, ":id", sbx), open.operator, `{}`); ok.status != 0 {
+		if ok := open.gw.Do(rt.Method, strings.ReplaceAll(rt.Path, ":id", sbx), open.operator, `{}`); ok.Status != 0 {
 			checkNoStore(t, rt.Method+" "+rt.Path+" with the operator's token", ok)
 		}
 		body := `{}`
@@ -109,12 +110,12 @@ func TestEveryNonPublicRouteIsRefusedWithoutATokenAndWhenThePolicyDenies(t *test
 			body = `{"ttl_seconds":600}`
 		}
 		path = strings.ReplaceAll(rt.Path, ":id", "abcdefgh12345678")
-		r = deny.do(rt.Method, path, operator, body)
-		if r.status != http.StatusForbidden && r.status != http.StatusNotFound {
-			t.Errorf("%s %s with an operator token under a deny-all policy: %d, want 403 (or 404 for an absent target)", rt.Method, rt.Path, r.status)
+		r = deny.gw.Do(rt.Method, path, operator, body)
+		if r.Status != http.StatusForbidden && r.Status != http.StatusNotFound {
+			t.Errorf("%s %s with an operator token under a deny-all policy: %d, want 403 (or 404 for an absent target)", rt.Method, rt.Path, r.Status)
 		}
-		if !strings.Contains(string(r.body), `"rule_ids"`) || !strings.Contains(string(r.body), `"decision_id"`) {
-			t.Errorf("%s %s: the refusal names no rule or decision: %s", rt.Method, rt.Path, r.body)
+		if !strings.Contains(string(r.Body), `"rule_ids"`) || !strings.Contains(string(r.Body), `"decision_id"`) {
+			t.Errorf("%s %s: the refusal names no rule or decision: %s", rt.Method, rt.Path, r.Body)
 		}
 		checkNoStore(t, rt.Method+" "+rt.Path+" refused by the policy", r)
 	}
@@ -126,25 +127,25 @@ func TestEveryNonPublicRouteIsRefusedWithoutATokenAndWhenThePolicyDenies(t *test
 // checkNoStore: every answer of the gateway, whatever the route, the
 // status or the handler, says Cache-Control: no-store (docs/api.md,
 // Caching): any of them may carry a token, a sandbox's output or a file.
-func checkNoStore(t *testing.T, what string, r response) {
+func checkNoStore(t *testing.T, what string, r apitest.Reply) {
 	t.Helper()
-	if got := r.header.Values("Cache-Control"); len(got) != 1 || got[0] != "no-store" {
+	if got := r.Header.Values("Cache-Control"); len(got) != 1 || got[0] != "no-store" {
 		t.Errorf("%s: Cache-Control %q, want exactly no-store", what, got)
 	}
 }
 
 // checkRefusedUnauthenticated: a 401 is a problem document with a Bearer
 // challenge, on REST and on /mcp alike, and says no-store.
-func checkRefusedUnauthenticated(t *testing.T, what string, r response) {
+func checkRefusedUnauthenticated(t *testing.T, what string, r apitest.Reply) {
 	t.Helper()
-	if r.status != http.StatusUnauthorized {
-		t.Errorf("%s: %d, want 401: %s", what, r.status, r.body)
+	if r.Status != http.StatusUnauthorized {
+		t.Errorf("%s: %d, want 401: %s", what, r.Status, r.Body)
 		return
 	}
-	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
-		t.Errorf("%s: Content-Type %q, want application/problem+json: %s", what, ct, r.body)
+	if ct := r.Header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("%s: Content-Type %q, want application/problem+json: %s", what, ct, r.Body)
 	}
-	if ch := r.header.Get("WWW-Authenticate"); !strings.HasPrefix(ch, `Bearer realm="sandgate"`) {
+	if ch := r.Header.Get("WWW-Authenticate"); !strings.HasPrefix(ch, `Bearer realm="sandgate"`) {
 		t.Errorf("%s: WWW-Authenticate %q, want a Bearer challenge", what, ch)
 	}
 	checkNoStore(t, what, r)
@@ -167,10 +168,10 @@ func TestAMalformedDecisionFailsClosed(t *testing.T) {
 	})
 	h := newHarness(t, harnessOptions{policyDir: dir})
 	h.sim.ResetRequests()
-	r := h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{})
-	m := expectProblem(t, r, http.StatusServiceUnavailable, "unavailable")
-	if m["decision_id"] == "" || r.header.Get("Retry-After") == "" {
-		t.Fatalf("refusal lacks decision_id or Retry-After: %s", r.body)
+	r := h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{})
+	m := apitest.ExpectProblem(t, r, http.StatusServiceUnavailable, "unavailable")
+	if m["decision_id"] == "" || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("refusal lacks decision_id or Retry-After: %s", r.Body)
 	}
 	if n := h.sim.Requests(); n != 0 {
 		t.Fatalf("a refused request reached Nomad: %v", h.sim.RequestLog())
@@ -183,17 +184,17 @@ func TestAMalformedDecisionFailsClosed(t *testing.T) {
 func TestReadyzIs503WhenNomadDoesNotAnswer(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{fake: true})
-	if r := h.do(http.MethodGet, "/readyz", "", nil); r.status != http.StatusOK {
-		t.Fatalf("readyz: %d %s", r.status, r.body)
+	if r := h.gw.Do(http.MethodGet, "/readyz", "", nil); r.Status != http.StatusOK {
+		t.Fatalf("readyz: %d %s", r.Status, r.Body)
 	}
 	h.sim.InjectFault(nomadsim.Fault{PathPrefix: "/v1/agent/self", Status: http.StatusInternalServerError})
-	if r := h.do(http.MethodGet, "/readyz", "", nil); r.status != http.StatusOK {
-		t.Fatalf("readyz within its cache period: %d %s, want the cached 200", r.status, r.body)
+	if r := h.gw.Do(http.MethodGet, "/readyz", "", nil); r.Status != http.StatusOK {
+		t.Fatalf("readyz within its cache period: %d %s, want the cached 200", r.Status, r.Body)
 	}
 	h.clock.Advance(time.Second) // the cache period
-	r := h.do(http.MethodGet, "/readyz", "", nil)
-	if r.status != http.StatusServiceUnavailable || r.json(t)["ready"] != false || strings.Contains(string(r.body), "127.0.0.1") {
-		t.Fatalf("readyz with Nomad failing: %d %s", r.status, r.body)
+	r := h.gw.Do(http.MethodGet, "/readyz", "", nil)
+	if r.Status != http.StatusServiceUnavailable || r.JSON(t)["ready"] != false || strings.Contains(string(r.Body), "127.0.0.1") {
+		t.Fatalf("readyz with Nomad failing: %d %s", r.Status, r.Body)
 	}
 }
 
@@ -213,10 +214,10 @@ func TestALifecycleDenyLeavesTheSandboxUntouched(t *testing.T) {
 		return []byte(strings.Replace(string(data), live, `_live_states := {"starting"}`, 1)), nil
 	})
 	h := newHarness(t, harnessOptions{policyDir: dir})
-	id, session := h.create(h.operator, nil)
-	expectProblem(t, h.do(http.MethodDelete, "/v1/sandboxes/"+id, h.operator, nil), http.StatusForbidden, "policy_denied", "B4")
-	if r := h.do(http.MethodGet, "/v1/sandboxes/"+id, session, nil); r.status != http.StatusOK || r.json(t)["state"] != "running" {
-		t.Fatalf("after the refused destroy: %d %s", r.status, r.body)
+	id, session := h.gw.Create(h.operator, nil).IDToken()
+	apitest.ExpectProblem(t, h.gw.Do(http.MethodDelete, "/v1/sandboxes/"+id, h.operator, nil), http.StatusForbidden, "policy_denied", "B4")
+	if r := h.gw.Do(http.MethodGet, "/v1/sandboxes/"+id, session, nil); r.Status != http.StatusOK || r.JSON(t)["state"] != "running" {
+		t.Fatalf("after the refused destroy: %d %s", r.Status, r.Body)
 	}
 	if jobs := h.sim.Jobs(); len(jobs) != 1 {
 		t.Fatalf("jobs after the refused destroy: %v", jobs)
@@ -235,8 +236,8 @@ func TestReadyzFloodCostsOneNomadCallPerPeriod(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 100 {
 		wg.Go(func() {
-			if r := h.do(http.MethodGet, "/readyz", "", nil); r.status != http.StatusOK {
-				t.Errorf("readyz: %d %s", r.status, r.body)
+			if r := h.gw.Do(http.MethodGet, "/readyz", "", nil); r.Status != http.StatusOK {
+				t.Errorf("readyz: %d %s", r.Status, r.Body)
 			}
 		})
 	}
@@ -245,7 +246,7 @@ func TestReadyzFloodCostsOneNomadCallPerPeriod(t *testing.T) {
 		t.Fatalf("100 probes made %d Nomad calls, want 1: %v", n, h.sim.RequestLog())
 	}
 	h.clock.Advance(time.Second) // the cache period
-	h.do(http.MethodGet, "/readyz", "", nil)
+	h.gw.Do(http.MethodGet, "/readyz", "", nil)
 	if n := h.sim.Requests(); n != 2 {
 		t.Fatalf("a probe after the cache period made %d calls in all, want 2", n)
 	}
@@ -267,13 +268,13 @@ func TestAnUnwritableDecisionLogFailsClosed(t *testing.T) {
 		c.Decisions = closed
 	}})
 	h.sim.ResetRequests()
-	r := h.do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{})
-	m := expectProblem(t, r, http.StatusServiceUnavailable, "unavailable")
-	if _, ok := m["decision_id"]; ok || r.header.Get("Retry-After") == "" {
-		t.Fatalf("want no decision_id and a Retry-After: %s", r.body)
+	r := h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{})
+	m := apitest.ExpectProblem(t, r, http.StatusServiceUnavailable, "unavailable")
+	if _, ok := m["decision_id"]; ok || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("want no decision_id and a Retry-After: %s", r.Body)
 	}
 	if !strings.Contains(m["detail"].(string), "decision log") {
-		t.Fatalf("detail does not say the decision log failed: %s", r.body)
+		t.Fatalf("detail does not say the decision log failed: %s", r.Body)
 	}
 	if n := h.sim.Requests(); n != 0 {
 		t.Fatalf("a refused request reached Nomad: %v", h.sim.RequestLog())

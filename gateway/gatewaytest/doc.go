@@ -6,8 +6,9 @@
 // built by assemble.Open, the constructor `sandgate serve` uses; this
 // package adds what is the tests' own (the simulator, the clock, a key in
 // memory, the nodes put into the store, the listener). New takes the few
-// choices the callers vary (Options) and returns the parts (Gateway);
-// each caller keeps its own request helpers and names.
+// choices the callers vary (Options) and returns the parts (Gateway),
+// which speak the API in the words every suite uses (Do, Create, Exec;
+// package apitest).
 //
 // It imports the testing package and the gateway itself: production code
 // must never import it (a test of this package checks that no package of

@@ -6,27 +6,29 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"sandgate/gateway/apitest"
 )
 
 func revokedTokenCases(*testing.T, *world) []attack {
-	get := func(path string) request { return request{method: http.MethodGet, path: path} }
-	exec := request{method: http.MethodPost, path: "/v1/sandboxes/{gone}/exec", body: `{"argv":["true"]}`}
+	get := func(path string) apitest.Request { return apitest.Request{Method: http.MethodGet, Path: path} }
+	exec := apitest.Request{Method: http.MethodPost, Path: "/v1/sandboxes/{gone}/exec", Body: `{"argv":["true"]}`}
 	t4 := []string{"T4"}
 	return []attack{
 		{name: "a revoked agent lists", req: get("/v1/sandboxes"), as: "gamma", status: 401, code: "unauthenticated", rules: t4},
-		{name: "a revoked agent creates", req: request{method: http.MethodPost, path: "/v1/sandboxes", body: `{}`}, as: "gamma", status: 401, code: "unauthenticated", rules: t4},
-		{name: "a revoked operator mints itself a new operator token", req: request{method: http.MethodPost, path: "/v1/tokens", body: `{"role":"operator","ttl_seconds":3600}`}, as: "opOld", status: 401, code: "unauthenticated", rules: t4},
-		{name: "a revoked operator destroys a sandbox", req: request{method: http.MethodDelete, path: "/v1/sandboxes/{a1}"}, as: "opOld", status: 401, code: "unauthenticated", rules: t4},
+		{name: "a revoked agent creates", req: apitest.Request{Method: http.MethodPost, Path: "/v1/sandboxes", Body: `{}`}, as: "gamma", status: 401, code: "unauthenticated", rules: t4},
+		{name: "a revoked operator mints itself a new operator token", req: apitest.Request{Method: http.MethodPost, Path: "/v1/tokens", Body: `{"role":"operator","ttl_seconds":3600}`}, as: "opOld", status: 401, code: "unauthenticated", rules: t4},
+		{name: "a revoked operator destroys a sandbox", req: apitest.Request{Method: http.MethodDelete, Path: "/v1/sandboxes/{a1}"}, as: "opOld", status: 401, code: "unauthenticated", rules: t4},
 		{name: "a revoked operator lists tokens", req: get("/v1/tokens"), as: "opOld", status: 401, code: "unauthenticated", rules: t4},
 		{name: "a destroyed sandbox's session token reads its status", req: get("/v1/sandboxes/{gone}"), as: "sess:gone", status: 401, code: "unauthenticated", rules: t4},
 		{name: "a destroyed sandbox's session token execs", req: exec, as: "sess:gone", status: 401, code: "unauthenticated", rules: t4},
 		{name: "a destroyed sandbox's session token reads logs", req: get("/v1/sandboxes/{gone}/logs"), as: "sess:gone", status: 401, code: "unauthenticated", rules: t4},
-		{name: "a destroyed sandbox's session token destroys again", req: request{method: http.MethodDelete, path: "/v1/sandboxes/{gone}"}, as: "sess:gone", status: 401, code: "unauthenticated", rules: t4},
+		{name: "a destroyed sandbox's session token destroys again", req: apitest.Request{Method: http.MethodDelete, Path: "/v1/sandboxes/{gone}"}, as: "sess:gone", status: 401, code: "unauthenticated", rules: t4},
 		{name: "a destroyed sandbox's session token turns to a live sandbox", req: get("/v1/sandboxes/{a1}"), as: "sess:gone", status: 401, code: "unauthenticated", rules: t4},
 		{name: "an expired sandbox's session token reads its status", req: get("/v1/sandboxes/{expiring}"), as: "sess:expiring", status: 410, code: "sandbox_expired", rules: []string{"T3"}},
-		{name: "an expired sandbox's session token execs", req: request{method: http.MethodPost, path: "/v1/sandboxes/{expiring}/exec", body: `{"argv":["true"]}`}, as: "sess:expiring", status: 410, code: "sandbox_expired", rules: []string{"T3"}},
-		{name: "an expired sandbox's owner execs in it", req: request{method: http.MethodPost, path: "/v1/sandboxes/{expiring}/exec", body: `{"argv":["true"]}`}, as: "agentA", status: 410, code: "sandbox_expired", rules: []string{"T3"}},
-		{name: "the operator extends an expired sandbox back to life", req: request{method: http.MethodPost, path: "/v1/sandboxes/{expiring}/extend", body: `{"ttl_seconds":3600}`}, as: "op", status: 410, code: "sandbox_expired", rules: []string{"T3"}},
+		{name: "an expired sandbox's session token execs", req: apitest.Request{Method: http.MethodPost, Path: "/v1/sandboxes/{expiring}/exec", Body: `{"argv":["true"]}`}, as: "sess:expiring", status: 410, code: "sandbox_expired", rules: []string{"T3"}},
+		{name: "an expired sandbox's owner execs in it", req: apitest.Request{Method: http.MethodPost, Path: "/v1/sandboxes/{expiring}/exec", Body: `{"argv":["true"]}`}, as: "agentA", status: 410, code: "sandbox_expired", rules: []string{"T3"}},
+		{name: "the operator extends an expired sandbox back to life", req: apitest.Request{Method: http.MethodPost, Path: "/v1/sandboxes/{expiring}/extend", Body: `{"ttl_seconds":3600}`}, as: "op", status: 410, code: "sandbox_expired", rules: []string{"T3"}},
 		{name: "an expired agent token lists", req: get("/v1/sandboxes"), as: "short", status: 401, code: "token_expired"},
 	}
 }
@@ -124,7 +126,7 @@ func matrixCases(t *testing.T, w *world) []attack {
 			}
 			out = append(out, attack{
 				name: role + " may not call " + key, as: matrixTokens[role],
-				req:    request{method: method, path: routePath(path, "a1"), body: matrixBodies[key]},
+				req:    apitest.Request{Method: method, Path: routePath(path, "a1"), Body: matrixBodies[key]},
 				status: 403, code: "policy_denied", rules: []string{"T2"}, msg: why,
 			})
 		}
@@ -135,7 +137,7 @@ func matrixCases(t *testing.T, w *world) []attack {
 			}
 			out = append(out, attack{
 				name: role + " without scopes may not call " + key, as: tok,
-				req:    request{method: method, path: routePath(path, scopelessTargets[role]), body: matrixBodies[key]},
+				req:    apitest.Request{Method: method, Path: routePath(path, scopelessTargets[role]), Body: matrixBodies[key]},
 				status: 403, code: "policy_denied", rules: []string{"T2"}, msg: "token lacks the scope of " + key,
 			})
 		}
@@ -155,7 +157,7 @@ func matrixCases(t *testing.T, w *world) []attack {
 		}
 		out = append(out, attack{
 			name: "the operator calls " + key + " which the gateway does not serve",
-			req:  request{method: method, path: routePath(path, "a1"), body: matrixBodies[key]}, as: "op",
+			req:  apitest.Request{Method: method, Path: routePath(path, "a1"), Body: matrixBodies[key]}, as: "op",
 			status: status, code: code,
 		})
 	}
@@ -163,13 +165,13 @@ func matrixCases(t *testing.T, w *world) []attack {
 }
 
 // listed checks that a listing holds exactly the named sandboxes.
-func listed(names ...string) func(t *testing.T, w *world, r response) {
-	return func(t *testing.T, w *world, r response) {
+func listed(names ...string) func(t *testing.T, w *world, r apitest.Reply) {
+	return func(t *testing.T, w *world, r apitest.Reply) {
 		var want []string
 		for _, n := range names {
 			want = append(want, w.ids[n])
 		}
-		sbx, _ := jsonOf(t, r)["sandboxes"].([]any)
+		sbx, _ := r.JSON(t)["sandboxes"].([]any)
 		var got []string
 		for _, s := range sbx {
 			m, _ := s.(map[string]any)
@@ -202,11 +204,13 @@ func otherPrincipalCases(t *testing.T, w *world) []attack {
 
 func otherPrincipalTable() []attack {
 	t2 := []string{"T2"}
-	exec := func(id string) request {
-		return request{method: http.MethodPost, path: "/v1/sandboxes/{" + id + "}/exec", body: `{"argv":["echo","pwned"]}`}
+	exec := func(id string) apitest.Request {
+		return apitest.Request{Method: http.MethodPost, Path: "/v1/sandboxes/{" + id + "}/exec", Body: `{"argv":["echo","pwned"]}`}
 	}
-	get := func(p string) request { return request{method: http.MethodGet, path: p} }
-	del := func(id string) request { return request{method: http.MethodDelete, path: "/v1/sandboxes/{" + id + "}"} }
+	get := func(p string) apitest.Request { return apitest.Request{Method: http.MethodGet, Path: p} }
+	del := func(id string) apitest.Request {
+		return apitest.Request{Method: http.MethodDelete, Path: "/v1/sandboxes/{" + id + "}"}
+	}
 	return []attack{
 		{name: "an agent reads another agent's sandbox", req: get("/v1/sandboxes/{a1}"), as: "agentB", status: 403, code: "policy_denied", rules: t2},
 		{name: "an agent execs in another agent's sandbox", req: exec("a1"), as: "agentB", status: 403, code: "policy_denied", rules: t2},
@@ -225,12 +229,12 @@ func otherPrincipalTable() []attack {
 		{name: "an agent lists with all=true and still sees only its own", req: get("/v1/sandboxes?all=true"), as: "agentB", status: 200, check: listed("b1")},
 		{name: "an agent asks for another principal's listing", req: get("/v1/sandboxes?principal=agent:alpha"), as: "agentB", status: 400, code: "invalid_request"},
 		{name: "an agent smuggles owner and sub filters into its listing", req: get("/v1/sandboxes?owner=alpha&sub=alpha"), as: "agentB", status: 400, code: "invalid_request"},
-		{name: "an agent lists with a forged X-Forwarded-User", req: request{method: http.MethodGet, path: "/v1/sandboxes", header: map[string]string{"X-Forwarded-User": "alpha", "X-Sandgate-Principal": "operator:ops"}}, as: "agentB", status: 200, check: listed("b1")},
+		{name: "an agent lists with a forged X-Forwarded-User", req: apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes", Header: map[string]string{"X-Forwarded-User": "alpha", "X-Sandgate-Principal": "operator:ops"}}, as: "agentB", status: 200, check: listed("b1")},
 	}
 }
 
 func pathCases(*testing.T, *world) []attack {
-	get := func(p string) request { return request{method: http.MethodGet, path: p} }
+	get := func(p string) apitest.Request { return apitest.Request{Method: http.MethodGet, Path: p} }
 	h9 := []string{"H9"}
 	return []attack{
 		{name: "a session token climbs out with an encoded ../ to another sandbox", req: get("/v1/sandboxes/{a1}%2F..%2F{b1}"), as: "sess:a1", status: 404, code: "sandbox_not_found", rules: h9},
@@ -239,54 +243,54 @@ func pathCases(*testing.T, *world) []attack {
 		{name: "an agent reaches the tokens through encoded dot segments", req: get("/v1/sandboxes/%2E%2E%2Ftokens"), as: "agentA", status: 404, code: "sandbox_not_found", rules: h9},
 		{name: "an agent reaches another sandbox through a double-encoded slash", req: get("/v1/sandboxes/{a1}%252F..%252F{b1}"), as: "agentA", status: 404, code: "sandbox_not_found", rules: h9},
 		{name: "a session token names its sandbox in upper case", req: get("/v1/sandboxes/{a1}X"), as: "sess:a1", status: 404, code: "sandbox_not_found", rules: h9},
-		{name: "the operator names a Nomad job instead of a sandbox", req: request{method: http.MethodDelete, path: "/v1/sandboxes/sandgate-sbx-{a1}"}, as: "op", status: 404, code: "sandbox_not_found", rules: h9},
-		{name: "the operator names another Nomad job by a percent-encoded id", req: request{method: http.MethodDelete, path: "/v1/sandboxes/%6e%6f%6d%61%64%2d%63%6f%72%65"}, as: "op", status: 404, code: "sandbox_not_found", rules: h9},
-		{name: "the operator execs in a NUL-suffixed id", req: request{method: http.MethodPost, path: "/v1/sandboxes/{a1}%00/exec", body: `{"argv":["true"]}`}, as: "op", status: 404, code: "sandbox_not_found", rules: h9},
+		{name: "the operator names a Nomad job instead of a sandbox", req: apitest.Request{Method: http.MethodDelete, Path: "/v1/sandboxes/sandgate-sbx-{a1}"}, as: "op", status: 404, code: "sandbox_not_found", rules: h9},
+		{name: "the operator names another Nomad job by a percent-encoded id", req: apitest.Request{Method: http.MethodDelete, Path: "/v1/sandboxes/%6e%6f%6d%61%64%2d%63%6f%72%65"}, as: "op", status: 404, code: "sandbox_not_found", rules: h9},
+		{name: "the operator execs in a NUL-suffixed id", req: apitest.Request{Method: http.MethodPost, Path: "/v1/sandboxes/{a1}%00/exec", Body: `{"argv":["true"]}`}, as: "op", status: 404, code: "sandbox_not_found", rules: h9},
 		{name: "a session token adds a trailing slash", req: get("/v1/sandboxes/{b1}/"), as: "sess:a1", status: 404, code: "not_found"},
 		{name: "an agent doubles the leading slash", req: get("//v1/hosts"), as: "agentA", status: 404, code: "not_found"},
 		{name: "an agent uses a dot segment before the hosts", req: get("/v1/./hosts"), as: "agentA", status: 404, code: "not_found"},
 		{name: "an agent encodes the slash of the hosts route", req: get("/v1%2Fhosts"), as: "agentA", status: 404, code: "not_found"},
-		{name: "the operator enrolls a node named with an encoded ../", req: request{method: http.MethodPut, path: "/v1/hosts/worker-1%2F..%2Fcontrol-1/enrollment", body: `{}`}, as: "op", status: 404, code: "host_not_found", nomad: true},
-		{name: "the operator revokes a token named with an encoded ../", req: request{method: http.MethodDelete, path: "/v1/tokens/..%2F..%2F{jti:agentA}"}, as: "op", status: 404, code: "token_not_found", rules: nil},
+		{name: "the operator enrolls a node named with an encoded ../", req: apitest.Request{Method: http.MethodPut, Path: "/v1/hosts/worker-1%2F..%2Fcontrol-1/enrollment", Body: `{}`}, as: "op", status: 404, code: "host_not_found", nomad: true},
+		{name: "the operator revokes a token named with an encoded ../", req: apitest.Request{Method: http.MethodDelete, Path: "/v1/tokens/..%2F..%2F{jti:agentA}"}, as: "op", status: 404, code: "token_not_found", rules: nil},
 	}
 }
 
 func methodCases(*testing.T, *world) []attack {
-	unchanged := func(t *testing.T, _ *world, r response) {
-		if m := jsonOf(t, r); m["state"] != "running" {
+	unchanged := func(t *testing.T, _ *world, r apitest.Reply) {
+		if m := r.JSON(t); m["state"] != "running" {
 			t.Errorf("state %v after the override, want running", m["state"])
 		}
 	}
 	override := func(name, value string) map[string]string { return map[string]string{name: value} }
 	return []attack{
-		{name: "X-HTTP-Method-Override DELETE on a status read", req: request{method: http.MethodGet, path: "/v1/sandboxes/{a1}", header: override("X-HTTP-Method-Override", "DELETE")}, as: "sess:a1", status: 200, check: unchanged},
-		{name: "X-HTTP-Method DELETE on a status read", req: request{method: http.MethodGet, path: "/v1/sandboxes/{a1}", header: override("X-HTTP-Method", "DELETE")}, as: "sess:a1", status: 200, check: unchanged},
-		{name: "X-Method-Override DELETE on a status read", req: request{method: http.MethodGet, path: "/v1/sandboxes/{a1}", header: override("X-Method-Override", "DELETE")}, as: "sess:a1", status: 200, check: unchanged},
-		{name: "a _method=DELETE query on a status read", req: request{method: http.MethodGet, path: "/v1/sandboxes/{a1}?_method=DELETE"}, as: "sess:a1", status: 200, check: unchanged},
-		{name: "an override to GET on a forbidden mint", req: request{method: http.MethodPost, path: "/v1/tokens", body: `{"role":"operator","ttl_seconds":3600}`, header: override("X-HTTP-Method-Override", "GET")}, as: "agentA", status: 403, code: "policy_denied", rules: []string{"T2"}},
-		{name: "an override to POST on another agent's exec", req: request{method: http.MethodPost, path: "/v1/sandboxes/{b1}/exec", body: `{"argv":["true"]}`, header: override("X-HTTP-Method-Override", "GET")}, as: "agentA", status: 403, code: "policy_denied", rules: []string{"T2"}},
-		{name: "PATCH on a sandbox", req: request{method: http.MethodPatch, path: "/v1/sandboxes/{a1}", body: `{"expires_at":"2999-01-01T00:00:00Z"}`}, as: "op", status: 405, code: "method_not_allowed"},
-		{name: "PUT on a sandbox", req: request{method: http.MethodPut, path: "/v1/sandboxes/{a1}", body: `{"principal":"beta"}`}, as: "agentA", status: 405, code: "method_not_allowed"},
-		{name: "TRACE on the token list", req: request{method: http.MethodTrace, path: "/v1/tokens"}, as: "agentA", status: 405, code: "method_not_allowed"},
-		{name: "PROPFIND on a sandbox", req: request{method: "PROPFIND", path: "/v1/sandboxes/{b1}"}, as: "agentA", status: 405, code: "method_not_allowed"},
-		{name: "a lower-case delete on another agent's sandbox", req: request{method: "delete", path: "/v1/sandboxes/{b1}"}, as: "agentA", status: 405, code: "method_not_allowed"},
-		{name: "HEAD on another agent's sandbox", req: request{method: http.MethodHead, path: "/v1/sandboxes/{b1}"}, as: "agentA", status: 405, check: emptyBody},
-		{name: "a CORS preflight from another origin is granted nothing", req: request{method: http.MethodOptions, path: "/v1/sandboxes/{a1}", header: map[string]string{"Origin": "https://evil.example", "Access-Control-Request-Method": "DELETE", "Access-Control-Request-Headers": "authorization"}}, status: 204, check: noCORS},
-		{name: "a cross-origin read is granted nothing", req: request{method: http.MethodGet, path: "/v1/sandboxes", header: map[string]string{"Origin": "https://evil.example"}}, as: "op", status: 200, check: noCORS},
+		{name: "X-HTTP-Method-Override DELETE on a status read", req: apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes/{a1}", Header: override("X-HTTP-Method-Override", "DELETE")}, as: "sess:a1", status: 200, check: unchanged},
+		{name: "X-HTTP-Method DELETE on a status read", req: apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes/{a1}", Header: override("X-HTTP-Method", "DELETE")}, as: "sess:a1", status: 200, check: unchanged},
+		{name: "X-Method-Override DELETE on a status read", req: apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes/{a1}", Header: override("X-Method-Override", "DELETE")}, as: "sess:a1", status: 200, check: unchanged},
+		{name: "a _method=DELETE query on a status read", req: apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes/{a1}?_method=DELETE"}, as: "sess:a1", status: 200, check: unchanged},
+		{name: "an override to GET on a forbidden mint", req: apitest.Request{Method: http.MethodPost, Path: "/v1/tokens", Body: `{"role":"operator","ttl_seconds":3600}`, Header: override("X-HTTP-Method-Override", "GET")}, as: "agentA", status: 403, code: "policy_denied", rules: []string{"T2"}},
+		{name: "an override to POST on another agent's exec", req: apitest.Request{Method: http.MethodPost, Path: "/v1/sandboxes/{b1}/exec", Body: `{"argv":["true"]}`, Header: override("X-HTTP-Method-Override", "GET")}, as: "agentA", status: 403, code: "policy_denied", rules: []string{"T2"}},
+		{name: "PATCH on a sandbox", req: apitest.Request{Method: http.MethodPatch, Path: "/v1/sandboxes/{a1}", Body: `{"expires_at":"2999-01-01T00:00:00Z"}`}, as: "op", status: 405, code: "method_not_allowed"},
+		{name: "PUT on a sandbox", req: apitest.Request{Method: http.MethodPut, Path: "/v1/sandboxes/{a1}", Body: `{"principal":"beta"}`}, as: "agentA", status: 405, code: "method_not_allowed"},
+		{name: "TRACE on the token list", req: apitest.Request{Method: http.MethodTrace, Path: "/v1/tokens"}, as: "agentA", status: 405, code: "method_not_allowed"},
+		{name: "PROPFIND on a sandbox", req: apitest.Request{Method: "PROPFIND", Path: "/v1/sandboxes/{b1}"}, as: "agentA", status: 405, code: "method_not_allowed"},
+		{name: "a lower-case delete on another agent's sandbox", req: apitest.Request{Method: "delete", Path: "/v1/sandboxes/{b1}"}, as: "agentA", status: 405, code: "method_not_allowed"},
+		{name: "HEAD on another agent's sandbox", req: apitest.Request{Method: http.MethodHead, Path: "/v1/sandboxes/{b1}"}, as: "agentA", status: 405, check: emptyBody},
+		{name: "a CORS preflight from another origin is granted nothing", req: apitest.Request{Method: http.MethodOptions, Path: "/v1/sandboxes/{a1}", Header: map[string]string{"Origin": "https://evil.example", "Access-Control-Request-Method": "DELETE", "Access-Control-Request-Headers": "authorization"}}, status: 204, check: noCORS},
+		{name: "a cross-origin read is granted nothing", req: apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes", Header: map[string]string{"Origin": "https://evil.example"}}, as: "op", status: 200, check: noCORS},
 	}
 }
 
 // noCORS checks that an answer grants no other origin anything.
-func noCORS(t *testing.T, _ *world, r response) {
-	for k := range r.header {
+func noCORS(t *testing.T, _ *world, r apitest.Reply) {
+	for k := range r.Header {
 		if strings.HasPrefix(strings.ToLower(k), "access-control-") {
-			t.Errorf("the answer carries %s: %v", k, r.header[k])
+			t.Errorf("the answer carries %s: %v", k, r.Header[k])
 		}
 	}
 }
 
-func emptyBody(t *testing.T, _ *world, r response) {
-	if len(r.body) != 0 {
-		t.Errorf("a HEAD answer with a body: %s", clip(r.body))
+func emptyBody(t *testing.T, _ *world, r apitest.Reply) {
+	if len(r.Body) != 0 {
+		t.Errorf("a HEAD answer with a body: %s", clip(r.Body))
 	}
 }

@@ -5,13 +5,17 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"sandgate/gateway/apitest"
 )
 
 // The body a policy judges must be the body the gateway acts on: key case
 // and duplicate keys resolve once, by the decoder, before the decision,
 // and a field the policy does not know is refused, not ignored.
 
-func post(path, body string) request { return request{method: http.MethodPost, path: path, body: body} }
+func post(path, body string) apitest.Request {
+	return apitest.Request{Method: http.MethodPost, Path: path, Body: body}
+}
 
 const (
 	createPath = "/v1/sandboxes"
@@ -21,10 +25,10 @@ const (
 )
 
 func bodyCases(*testing.T, *world) []attack {
-	deny := func(name string, rq request, as string, rules ...string) attack {
+	deny := func(name string, rq apitest.Request, as string, rules ...string) attack {
 		return attack{name: name, req: rq, as: as, status: 403, code: "policy_denied", rules: rules, orInvalid: true}
 	}
-	bad := func(name string, rq request, as, field string) attack {
+	bad := func(name string, rq apitest.Request, as, field string) attack {
 		return attack{name: name, req: rq, as: as, status: 400, code: "invalid_request", check: field400(field)}
 	}
 	return []attack{
@@ -78,10 +82,10 @@ func labels(n int) string {
 }
 
 // field400 checks that a 400 names the field.
-func field400(field string) func(t *testing.T, w *world, r response) {
-	return func(t *testing.T, _ *world, r response) {
-		if got := jsonOf(t, r)["field"]; got != field {
-			t.Errorf("field %v, want %s: %s", got, field, clip(r.body))
+func field400(field string) func(t *testing.T, w *world, r apitest.Reply) {
+	return func(t *testing.T, _ *world, r apitest.Reply) {
+		if got := r.JSON(t)["field"]; got != field {
+			t.Errorf("field %v, want %s: %s", got, field, clip(r.Body))
 		}
 	}
 }
@@ -138,7 +142,7 @@ func integerCases(*testing.T, *world) []attack {
 		}
 	}
 	logs := func(what, q string, status int, code string, rules ...string) attack {
-		c := attack{name: "logs tail_bytes " + what, req: request{method: http.MethodGet, path: "/v1/sandboxes/{a1}/logs?" + q}, as: "sess:a1", status: status, code: code}
+		c := attack{name: "logs tail_bytes " + what, req: apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes/{a1}/logs?" + q}, as: "sess:a1", status: status, code: code}
 		if len(rules) > 0 {
 			c.rules = rules
 		}
@@ -152,13 +156,13 @@ func integerCases(*testing.T, *world) []attack {
 		logs("past the int64 maximum", "tail_bytes=9223372036854775808", 400, "invalid_request"),
 		logs("in hexadecimal", "tail_bytes=0x10", 400, "invalid_request"),
 		logs("in exponent notation", "tail_bytes=1e3", 400, "invalid_request"),
-		attack{name: "decisions limit zero", req: request{method: http.MethodGet, path: "/v1/decisions?limit=0"}, as: "op", status: 400, code: "invalid_request"},
-		attack{name: "decisions limit past the most a page holds", req: request{method: http.MethodGet, path: "/v1/decisions?limit=1001"}, as: "op", status: 400, code: "invalid_request"},
-		attack{name: "decisions limit past the int64 maximum", req: request{method: http.MethodGet, path: "/v1/decisions?limit=99999999999999999999"}, as: "op", status: 400, code: "invalid_request"},
+		attack{name: "decisions limit zero", req: apitest.Request{Method: http.MethodGet, Path: "/v1/decisions?limit=0"}, as: "op", status: 400, code: "invalid_request"},
+		attack{name: "decisions limit past the most a page holds", req: apitest.Request{Method: http.MethodGet, Path: "/v1/decisions?limit=1001"}, as: "op", status: 400, code: "invalid_request"},
+		attack{name: "decisions limit past the int64 maximum", req: apitest.Request{Method: http.MethodGet, Path: "/v1/decisions?limit=99999999999999999999"}, as: "op", status: 400, code: "invalid_request"},
 	)
 	enroll := func(what, budget string, status int, code string, rules ...string) attack {
 		c := attack{
-			name: "enrollment budget " + what, req: request{method: http.MethodPut, path: "/v1/hosts/worker-1/enrollment", body: `{"budget":` + budget + `}`},
+			name: "enrollment budget " + what, req: apitest.Request{Method: http.MethodPut, Path: "/v1/hosts/worker-1/enrollment", Body: `{"budget":` + budget + `}`},
 			as: "op", status: status, code: code, nomad: true,
 		}
 		if len(rules) > 0 {

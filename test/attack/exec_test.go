@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"sandgate/gateway/apitest"
 	"sandgate/render/execwrap"
 )
 
@@ -31,11 +32,11 @@ func manyEnv(n int) map[string]string {
 
 // ran checks an exec that the gateway allowed: its result is data, with
 // the exit code and stdout given.
-func ran(exit int, stdout string) func(t *testing.T, w *world, r response) {
-	return func(t *testing.T, _ *world, r response) {
-		m := jsonOf(t, r)
+func ran(exit int, stdout string) func(t *testing.T, w *world, r apitest.Reply) {
+	return func(t *testing.T, _ *world, r apitest.Reply) {
+		m := r.JSON(t)
 		if m["exit_code"] != float64(exit) || (stdout != "" && m["stdout"] != stdout) {
-			t.Errorf("exec result %s, want exit %d stdout %q", clip(r.body), exit, stdout)
+			t.Errorf("exec result %s, want exit %d stdout %q", clip(r.Body), exit, stdout)
 		}
 	}
 }
@@ -105,7 +106,7 @@ func execCases(*testing.T, *world) []attack {
 
 func logsCases(*testing.T, *world) []attack {
 	logs := func(name, q string, status int, code string, rules ...string) attack {
-		c := attack{name: name, req: request{method: http.MethodGet, path: "/v1/sandboxes/{a1}/logs" + q}, as: "sess:a1", status: status, code: code}
+		c := attack{name: name, req: apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes/{a1}/logs" + q}, as: "sess:a1", status: status, code: code}
 		if len(rules) > 0 {
 			c.rules = rules
 		}
@@ -124,13 +125,13 @@ func logsCases(*testing.T, *world) []attack {
 // adminCases: operator-level requests the policy or the gateway refuses,
 // which must leave hosts and tokens as they are.
 func adminCases(*testing.T, *world) []attack {
-	hostDeny := func(name string, rq request, rules ...string) attack {
+	hostDeny := func(name string, rq apitest.Request, rules ...string) attack {
 		return attack{name: name, req: rq, as: "op", status: 403, code: "policy_denied", rules: rules, nomad: true}
 	}
-	put := func(node, body string) request {
-		return request{method: http.MethodPut, path: "/v1/hosts/" + node + "/enrollment", body: body}
+	put := func(node, body string) apitest.Request {
+		return apitest.Request{Method: http.MethodPut, Path: "/v1/hosts/" + node + "/enrollment", Body: body}
 	}
-	state := func(node, body string) request { return post("/v1/hosts/"+node+"/state", body) }
+	state := func(node, body string) apitest.Request { return post("/v1/hosts/"+node+"/state", body) }
 	mint := func(name, body string, status int, code string, rules ...string) attack {
 		c := attack{name: name, req: post(mintPath, body), as: "op", status: status, code: code}
 		if len(rules) > 0 {
@@ -143,7 +144,7 @@ func adminCases(*testing.T, *world) []attack {
 		hostDeny("enrolling a worker for egress without the isolation bundle", put("worker-1", `{"egress":true}`), "I5"),
 		hostDeny("an unknown node state", state("worker-1", `{"state":"unleashed"}`), "INPUT"),
 		{name: "an unknown budget figure", req: put("worker-1", `{"budget":{"max_sandboxes":5,"gpus":8}}`), as: "op", status: 400, code: "invalid_request", check: field400("gpus")},
-		{name: "unenrolling a node with live sandboxes without reclaim", req: request{method: http.MethodDelete, path: "/v1/hosts/worker-1/enrollment"}, as: "op", status: 409, code: "sandboxes_live", rules: []string{"R2"}, nomad: true},
+		{name: "unenrolling a node with live sandboxes without reclaim", req: apitest.Request{Method: http.MethodDelete, Path: "/v1/hosts/worker-1/enrollment"}, as: "op", status: 409, code: "sandboxes_live", rules: []string{"R2"}, nomad: true},
 		{name: "enrolling a node Nomad does not know", req: put("worker-99", `{}`), as: "op", status: 404, code: "host_not_found", nomad: true},
 		{name: "a state change on a node that is not enrolled", req: state("control-1", `{"state":"frozen"}`), as: "op", status: 409, code: "host_not_enrolled", nomad: true},
 		{name: "creating on the control-plane node", req: post(createPath, `{"node":"control-1"}`), as: "agentA", status: 403, code: "policy_denied", rules: []string{"P2"}, nomad: true},
@@ -154,6 +155,6 @@ func adminCases(*testing.T, *world) []attack {
 		mint("a subject naming a role", `{"role":"agent","ttl_seconds":3600,"subject":"operator:ops"}`, 403, "policy_denied", "T4"), // the policy decides the subject (T4, tokens.subject_pattern)
 		mint("a subject with a newline", `{"role":"agent","ttl_seconds":3600,"subject":"a\nb"}`, 403, "policy_denied", "T4"),
 		mint("a mint without a ttl", `{"role":"agent"}`, 403, "policy_denied", "T4"),
-		{name: "revoking a token that does not exist", req: request{method: http.MethodDelete, path: "/v1/tokens/NOSUCHTOKEN"}, as: "op", status: 404, code: "token_not_found"},
+		{name: "revoking a token that does not exist", req: apitest.Request{Method: http.MethodDelete, Path: "/v1/tokens/NOSUCHTOKEN"}, as: "op", status: 404, code: "token_not_found"},
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"testing"
+
+	"sandgate/gateway/apitest"
 )
 
 // Files: every way of naming a path outside the roots, or a root itself,
@@ -13,13 +15,13 @@ import (
 
 const filesA1 = "/v1/sandboxes/{a1}/files?path="
 
-func fileReq(method, query, body string) request {
-	return request{method: method, path: filesA1 + query, body: body, header: map[string]string{"Content-Type": "application/octet-stream"}}
+func fileReq(method, query, body string) apitest.Request {
+	return apitest.Request{Method: method, Path: filesA1 + query, Body: body, Header: map[string]string{"Content-Type": "application/octet-stream"}}
 }
 
 // etcUnchanged checks that the simulated container of a1 still holds its
 // own /etc/passwd.
-func etcUnchanged(t *testing.T, w *world, _ response) {
+func etcUnchanged(t *testing.T, w *world, _ apitest.Reply) {
 	rec, err := w.st.Get(context.Background(), w.ids["a1"])
 	if err != nil {
 		t.Fatal(err)
@@ -33,16 +35,16 @@ func etcUnchanged(t *testing.T, w *world, _ response) {
 }
 
 func filesCases(*testing.T, *world) []attack {
-	f1 := func(name string, rq request) attack {
+	f1 := func(name string, rq apitest.Request) attack {
 		return attack{name: name, req: rq, as: "sess:a1", status: 403, code: "policy_denied", rules: []string{"F1"}}
 	}
-	f2 := func(name string, rq request) attack {
+	f2 := func(name string, rq apitest.Request) attack {
 		return attack{name: name, req: rq, as: "sess:a1", status: 403, code: "policy_denied", rules: []string{"F2"}}
 	}
-	bad := func(name string, rq request, field string) attack {
+	bad := func(name string, rq apitest.Request, field string) attack {
 		return attack{name: name, req: rq, as: "sess:a1", status: 400, code: "invalid_request", check: field400(field)}
 	}
-	escape := func(name string, rq request) attack {
+	escape := func(name string, rq apitest.Request) attack {
 		return attack{name: name, req: rq, as: "sess:a1", status: 403, code: "path_escapes_roots", nomad: true, check: etcUnchanged}
 	}
 	get := http.MethodGet
@@ -54,7 +56,7 @@ func filesCases(*testing.T, *world) []attack {
 		f1("a doubled slash before /etc", fileReq(get, "//etc/passwd", "")),
 		f1("a relative path", fileReq(get, "workspace/x", "")),
 		f1("an empty path", fileReq(get, "", "")),
-		f1("no path at all", request{method: get, path: "/v1/sandboxes/{a1}/files"}),
+		f1("no path at all", apitest.Request{Method: get, Path: "/v1/sandboxes/{a1}/files"}),
 		f1("a NUL byte in the path", fileReq(get, "/workspace/x%00/../../etc/passwd", "")),
 		f1("a NUL byte alone", fileReq(http.MethodPut, "/workspace/x%00", "x")),
 		f1("a sibling whose name starts like a root", fileReq(get, "/workspacefoo/x", "")),
@@ -80,7 +82,7 @@ func filesCases(*testing.T, *world) []attack {
 		bad("a mode on a read", fileReq(get, "/workspace/x&mode=0644", ""), "mode"),
 		bad("recursive on a write", fileReq(http.MethodPut, "/workspace/x&recursive=true", "x"), "recursive"),
 		bad("recursive as yes", fileReq(http.MethodDelete, "/workspace/x&recursive=yes", ""), "recursive"),
-		{name: "a session token on another sandbox's files", req: request{method: get, path: "/v1/sandboxes/{b1}/files?path=/workspace"}, as: "sess:a1",
+		{name: "a session token on another sandbox's files", req: apitest.Request{Method: get, Path: "/v1/sandboxes/{b1}/files?path=/workspace"}, as: "sess:a1",
 			status: 403, code: "policy_denied", rules: []string{"T2"}},
 		{name: "a second path parameter is the one ignored by both", req: fileReq(get, "/workspace/none&path=/etc/passwd", ""), as: "sess:a1",
 			status: 404, code: "file_not_found", nomad: true},

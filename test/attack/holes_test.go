@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"sandgate/gateway/apitest"
 	"sandgate/gateway/token"
 	"sandgate/store"
 )
@@ -63,10 +64,10 @@ func TestHoleTheRequestIDIsAlwaysTheGatewaysOwn(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	for _, client := range []string{"trace-42.a:B_c", strings.Repeat("z", 64), "1"} {
-		r := w.do(t, request{method: http.MethodGet, path: "/v1/hosts", auth: "Bearer " + w.tokens["op"], header: map[string]string{"X-Request-Id": client}})
-		id := r.header.Get("X-Request-Id")
-		if r.status != 200 || id == "" || id == client {
-			t.Fatalf("X-Request-Id %q (status %d): want the gateway's own, never the client's %q", id, r.status, client)
+		r := w.api(t).DoWith(apitest.Request{Method: http.MethodGet, Path: "/v1/hosts", Auth: "Bearer " + w.tokens["op"], Header: map[string]string{"X-Request-Id": client}})
+		id := r.Header.Get("X-Request-Id")
+		if r.Status != 200 || id == "" || id == client {
+			t.Fatalf("X-Request-Id %q (status %d): want the gateway's own, never the client's %q", id, r.Status, client)
 		}
 		entries := w.decisionFor(t, id)
 		if len(entries) != 1 || entries[0]["client_request_id"] != client {
@@ -78,12 +79,12 @@ func TestHoleTheRequestIDIsAlwaysTheGatewaysOwn(t *testing.T) {
 		"with spaces", strings.Repeat("a", 65), `"},"allow":true,"x":{"`, "semi;colon", "caf\u00e9", "tab\tinside", "<script>",
 	}
 	for _, v := range malformed {
-		r := w.do(t, request{method: http.MethodGet, path: "/v1/sandboxes/nosuchsandbox1", auth: "Bearer " + w.tokens["op"], header: map[string]string{"X-Request-Id": v}})
-		id := r.header.Get("X-Request-Id")
+		r := w.api(t).DoWith(apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes/nosuchsandbox1", Auth: "Bearer " + w.tokens["op"], Header: map[string]string{"X-Request-Id": v}})
+		id := r.Header.Get("X-Request-Id")
 		if id == "" || id == v {
 			t.Errorf("X-Request-Id %q answered as %q", v, id)
 		}
-		if p := jsonOf(t, r); p["request_id"] != id {
+		if p := r.JSON(t); p["request_id"] != id {
 			t.Errorf("the problem's request_id %v is not the header's %q", p["request_id"], id)
 		}
 		entries := w.decisionFor(t, id)
@@ -108,7 +109,7 @@ func TestHoleAHugeHeaderIsRefusedBeforeAnythingIsLogged(t *testing.T) {
 	w := newWorld(t)
 	w.mint("agentA", token.RoleAgent, "alpha", 0)
 	lines := 0
-	noLog := func(t *testing.T, w *world, _ response) {
+	noLog := func(t *testing.T, w *world, _ apitest.Reply) {
 		if n := len(w.decisionLines(t)); n != lines {
 			t.Errorf("the decision log grew from %d to %d lines", lines, n)
 			lines = n
@@ -122,9 +123,9 @@ func TestHoleAHugeHeaderIsRefusedBeforeAnythingIsLogged(t *testing.T) {
 	huge := strings.Repeat("h", 24_000)
 	lines = len(w.decisionLines(t))
 	run(t, w, []attack{
-		{name: "a 24 KB header on a list", req: request{method: http.MethodGet, path: "/v1/sandboxes", header: map[string]string{"X-Pad": huge}}, as: "op", status: 431, code: "header_too_large", check: noLog},
-		{name: "a 24 KB X-Request-Id on a create", req: request{method: http.MethodPost, path: "/v1/sandboxes", body: `{}`, header: map[string]string{"X-Request-Id": huge}}, as: "agentA", status: 431, code: "header_too_large", check: noLog},
-		{name: "a 24 KB header without a token", req: request{method: http.MethodGet, path: "/v1/tokens", header: map[string]string{"X-Pad": huge}}, status: 431, code: "header_too_large", check: noLog},
+		{name: "a 24 KB header on a list", req: apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes", Header: map[string]string{"X-Pad": huge}}, as: "op", status: 431, code: "header_too_large", check: noLog},
+		{name: "a 24 KB X-Request-Id on a create", req: apitest.Request{Method: http.MethodPost, Path: "/v1/sandboxes", Body: `{}`, Header: map[string]string{"X-Request-Id": huge}}, as: "agentA", status: 431, code: "header_too_large", check: noLog},
+		{name: "a 24 KB header without a token", req: apitest.Request{Method: http.MethodGet, Path: "/v1/tokens", Header: map[string]string{"X-Pad": huge}}, status: 431, code: "header_too_large", check: noLog},
 	})
 }
 
@@ -135,22 +136,22 @@ func TestHoleNoDecisionLogLineExceeds8KiB(t *testing.T) {
 	w.create("a1", "agentA", "")
 	long := strings.Repeat("a", 12_000)
 	op := "Bearer " + w.tokens["op"]
-	for _, rq := range []request{
-		{method: http.MethodGet, path: "/v1/sandboxes/" + long, auth: op},
-		{method: http.MethodDelete, path: "/v1/sandboxes/" + long, auth: op},
-		{method: http.MethodPost, path: "/v1/sandboxes/" + long + "/exec", auth: op, body: `{"argv":["true"]}`},
-		{method: http.MethodGet, path: "/v1/sandboxes/" + long + "/logs?stream=" + strings.Repeat("s", 2000), auth: op},
-		{method: http.MethodGet, path: "/v1/sandboxes/" + long, auth: "Bearer " + w.tokens["sess:a1"]},
-		{method: http.MethodPut, path: "/v1/hosts/" + strings.Repeat("n", 14_000) + "/enrollment", auth: op, body: `{}`},
-		{method: http.MethodDelete, path: "/v1/tokens/" + long, auth: op},
-		{method: http.MethodPost, path: "/v1/sandboxes/{a1}/exec", auth: op, body: execBody(map[string]any{"argv": []string{"echo", strings.Repeat("x", 900_000)}})},
-		{method: http.MethodPost, path: "/v1/sandboxes/{a1}/exec", auth: op, body: execBody(map[string]any{"argv": []string{"true"}, "env": manyEnv(64), "stdin": strings.Repeat("i", 200_000), "workdir": "/workspace/" + strings.Repeat("w", 16<<10)})},
-		{method: http.MethodPost, path: "/v1/tokens", auth: op, body: `{"role":"agent","ttl_seconds":3600,"label":"` + strings.Repeat("l", 600_000) + `"}`},
-		{method: http.MethodPost, path: "/v1/sandboxes", auth: "Bearer " + w.tokens["agentA"], body: `{"image":"` + strings.Repeat("i", 900_000) + `"}`},
+	for _, rq := range []apitest.Request{
+		{Method: http.MethodGet, Path: "/v1/sandboxes/" + long, Auth: op},
+		{Method: http.MethodDelete, Path: "/v1/sandboxes/" + long, Auth: op},
+		{Method: http.MethodPost, Path: "/v1/sandboxes/" + long + "/exec", Auth: op, Body: `{"argv":["true"]}`},
+		{Method: http.MethodGet, Path: "/v1/sandboxes/" + long + "/logs?stream=" + strings.Repeat("s", 2000), Auth: op},
+		{Method: http.MethodGet, Path: "/v1/sandboxes/" + long, Auth: "Bearer " + w.tokens["sess:a1"]},
+		{Method: http.MethodPut, Path: "/v1/hosts/" + strings.Repeat("n", 14_000) + "/enrollment", Auth: op, Body: `{}`},
+		{Method: http.MethodDelete, Path: "/v1/tokens/" + long, Auth: op},
+		{Method: http.MethodPost, Path: "/v1/sandboxes/{a1}/exec", Auth: op, Body: execBody(map[string]any{"argv": []string{"echo", strings.Repeat("x", 900_000)}})},
+		{Method: http.MethodPost, Path: "/v1/sandboxes/{a1}/exec", Auth: op, Body: execBody(map[string]any{"argv": []string{"true"}, "env": manyEnv(64), "stdin": strings.Repeat("i", 200_000), "workdir": "/workspace/" + strings.Repeat("w", 16<<10)})},
+		{Method: http.MethodPost, Path: "/v1/tokens", Auth: op, Body: `{"role":"agent","ttl_seconds":3600,"label":"` + strings.Repeat("l", 600_000) + `"}`},
+		{Method: http.MethodPost, Path: "/v1/sandboxes", Auth: "Bearer " + w.tokens["agentA"], Body: `{"image":"` + strings.Repeat("i", 900_000) + `"}`},
 	} {
-		rq.path = w.expand(rq.path)
-		if r := w.do(t, rq); r.status < 400 {
-			t.Fatalf("%s %.60s: %d, want a refusal", rq.method, rq.path, r.status)
+		rq.Path = w.expand(rq.Path)
+		if r := w.api(t).DoWith(rq); r.Status < 400 {
+			t.Fatalf("%s %.60s: %d, want a refusal", rq.Method, rq.Path, r.Status)
 		}
 	}
 	for i, l := range w.decisionLines(t) {
@@ -163,13 +164,13 @@ func TestHoleNoDecisionLogLineExceeds8KiB(t *testing.T) {
 // metricSeries returns the label sets of sandgate_http_request_duration_seconds.
 func metricSeries(t *testing.T, w *world) []map[string]string {
 	t.Helper()
-	r := w.do(t, request{method: http.MethodGet, path: "/metrics"})
-	if r.status != 200 {
-		t.Fatalf("/metrics: %d", r.status)
+	r := w.api(t).DoWith(apitest.Request{Method: http.MethodGet, Path: "/metrics"})
+	if r.Status != 200 {
+		t.Fatalf("/metrics: %d", r.Status)
 	}
 	label := regexp.MustCompile(`(\w+)="((?:[^"\\]|\\.)*)"`)
 	var out []map[string]string
-	for _, line := range strings.Split(string(r.body), "\n") {
+	for _, line := range strings.Split(string(r.Body), "\n") {
 		rest, ok := strings.CutPrefix(line, "sandgate_http_request_duration_seconds_count{")
 		if !ok {
 			continue
@@ -195,7 +196,7 @@ func TestHoleInventedMethodsAndPathsAddNoMetricSeries(t *testing.T) {
 		}
 		return string(b)
 	}
-	hit := func(method, path string) { w.do(t, request{method: method, path: path}) }
+	hit := func(method, path string) { w.api(t).DoWith(apitest.Request{Method: method, Path: path}) }
 	// Warm up: the series these requests may legitimately create
 	// (method "other", route "unmatched" or a template, 404 and 405).
 	hit("FOO", "/warm-up")
@@ -246,25 +247,25 @@ func TestHoleThePrincipalIsTheRoleAndTheSubject(t *testing.T) {
 	w.create("o2", "opAlice", "")
 	t2, msg := []string{"T2"}, "sandbox belongs to another principal"
 	run(t, w, []attack{
-		{name: "the agent lists none of the operator's sandboxes", req: request{method: http.MethodGet, path: "/v1/sandboxes?all=true"}, as: "agentAlice", status: 200, check: listed()},
-		{name: "the agent reads the operator's sandbox", req: request{method: http.MethodGet, path: "/v1/sandboxes/{o1}"}, as: "agentAlice", status: 403, code: "policy_denied", rules: t2, msg: msg},
+		{name: "the agent lists none of the operator's sandboxes", req: apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes?all=true"}, as: "agentAlice", status: 200, check: listed()},
+		{name: "the agent reads the operator's sandbox", req: apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes/{o1}"}, as: "agentAlice", status: 403, code: "policy_denied", rules: t2, msg: msg},
 		{name: "the agent execs in the operator's sandbox", req: post("/v1/sandboxes/{o1}/exec", `{"argv":["true"]}`), as: "agentAlice", status: 403, code: "policy_denied", rules: t2, msg: msg},
-		{name: "the agent reads the operator's logs", req: request{method: http.MethodGet, path: "/v1/sandboxes/{o1}/logs"}, as: "agentAlice", status: 403, code: "policy_denied", rules: t2, msg: msg},
-		{name: "the agent destroys the operator's sandbox", req: request{method: http.MethodDelete, path: "/v1/sandboxes/{o2}"}, as: "agentAlice", status: 403, code: "policy_denied", rules: t2, msg: msg},
+		{name: "the agent reads the operator's logs", req: apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes/{o1}/logs"}, as: "agentAlice", status: 403, code: "policy_denied", rules: t2, msg: msg},
+		{name: "the agent destroys the operator's sandbox", req: apitest.Request{Method: http.MethodDelete, Path: "/v1/sandboxes/{o2}"}, as: "agentAlice", status: 403, code: "policy_denied", rules: t2, msg: msg},
 	})
 	// The operator's two sandboxes do not count against the agent's quota of 2.
 	w.create("a1", "agentAlice", "")
 	w.create("a2", "agentAlice", "")
-	r := w.do(t, request{method: http.MethodPost, path: "/v1/sandboxes", auth: "Bearer " + w.tokens["agentAlice"], body: `{}`})
-	expectProblem(t, r, http.StatusTooManyRequests, "budget_exhausted", []string{"B3"})
+	r := w.api(t).DoWith(apitest.Request{Method: http.MethodPost, Path: "/v1/sandboxes", Auth: "Bearer " + w.tokens["agentAlice"], Body: `{}`})
+	checkProblem(t, r, http.StatusTooManyRequests, "budget_exhausted", []string{"B3"})
 	want := map[string]string{"o1": "operator:alice", "o2": "operator:alice", "a1": "agent:alice", "a2": "agent:alice"}
 	for name, principal := range want {
 		rec, err := w.st.Get(t.Context(), w.ids[name])
 		if err != nil || rec.Principal != principal {
 			t.Errorf("record %s: principal %q (%v), want %q", name, rec.Principal, err, principal)
 		}
-		r := w.do(t, request{method: http.MethodGet, path: "/v1/sandboxes/" + w.ids[name], auth: "Bearer " + w.tokens["opAlice"]})
-		if got := jsonOf(t, r)["principal"]; got != principal {
+		r := w.api(t).DoWith(apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes/" + w.ids[name], Auth: "Bearer " + w.tokens["opAlice"]})
+		if got := r.JSON(t)["principal"]; got != principal {
 			t.Errorf("the API shows %s's principal as %v, want %s", name, got, principal)
 		}
 	}
@@ -319,7 +320,7 @@ func TestHoleAFailedSandboxIsNotLive(t *testing.T) {
 			status: 403, code: "policy_denied", rules: []string{"T2"}, check: saysNothingOfItsEnd},
 		{name: "another sandbox's session token execs in a failed sandbox", req: post("/v1/sandboxes/{f}/exec", `{"argv":["true"]}`), as: "sess:s",
 			status: 403, code: "policy_denied", rules: []string{"T2"}, check: saysNothingOfItsEnd},
-		{name: "another agent reads a failed sandbox it does not own", req: request{method: http.MethodGet, path: "/v1/sandboxes/{f}"}, as: "agentB",
+		{name: "another agent reads a failed sandbox it does not own", req: apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes/{f}"}, as: "agentB",
 			status: 403, code: "policy_denied", rules: []string{"T2"}, check: saysNothingOfItsEnd},
 		{name: "the operator execs in a failed sandbox", req: post("/v1/sandboxes/{f}/exec", `{"argv":["true"]}`), as: "op", status: 410, code: "sandbox_ended", rules: t3},
 		{name: "the owner execs in its failed sandbox", req: post("/v1/sandboxes/{f}/exec", `{"argv":["true"]}`), as: "agentA", status: 410, code: "sandbox_ended", rules: t3},
@@ -328,16 +329,16 @@ func TestHoleAFailedSandboxIsNotLive(t *testing.T) {
 }
 
 // saysNothingOfItsEnd fails when a refusal carries the record's end.
-func saysNothingOfItsEnd(t *testing.T, _ *world, r response) {
+func saysNothingOfItsEnd(t *testing.T, _ *world, r apitest.Reply) {
 	t.Helper()
-	p := jsonOf(t, r)
+	p := r.JSON(t)
 	for _, k := range []string{"end_reason", "ended_at", "last_error"} {
 		if _, ok := p[k]; ok {
-			t.Errorf("the refusal tells a caller who does not own the sandbox its %s: %s", k, clip(r.body))
+			t.Errorf("the refusal tells a caller who does not own the sandbox its %s: %s", k, clip(r.Body))
 		}
 	}
 	if d, _ := p["detail"].(string); strings.Contains(d, "ended at") || strings.Contains(d, "injected") {
-		t.Errorf("the refusal's detail tells of the sandbox's end: %s", clip(r.body))
+		t.Errorf("the refusal's detail tells of the sandbox's end: %s", clip(r.Body))
 	}
 }
 
@@ -357,12 +358,12 @@ func TestHoleAnEndedSandboxSaysWhenAndWhy(t *testing.T) {
 		{
 			name: "the operator execs in a destroyed sandbox", req: post("/v1/sandboxes/{gone}/exec", `{"argv":["true"]}`), as: "op",
 			status: 410, code: "sandbox_ended", rules: []string{"T3"},
-			check: func(t *testing.T, w *world, r response) {
-				p := jsonOf(t, r)
+			check: func(t *testing.T, w *world, r apitest.Reply) {
+				p := r.JSON(t)
 				detail, _ := p["detail"].(string)
 				want := "sandbox " + w.ids["gone"] + " ended at " + endedAt + " (destroyed)"
 				if !strings.Contains(detail, want) || p["end_reason"] != "destroyed" || p["ended_at"] != endedAt {
-					t.Errorf("problem %s: want detail %q, end_reason destroyed, ended_at %s", clip(r.body), want, endedAt)
+					t.Errorf("problem %s: want detail %q, end_reason destroyed, ended_at %s", clip(r.Body), want, endedAt)
 				}
 			},
 		},
@@ -385,10 +386,10 @@ func TestHoleACallersPATHDoesNotChangeTheWrapper(t *testing.T) {
 		{
 			name: "a PATH of /workspace first does not stop the wrapper's timeout",
 			req:  post("/v1/sandboxes/{s}/exec", execBody(map[string]any{"argv": []string{"sleep", "30"}, "env": path, "timeout_seconds": 1})), as: "sess:s", status: 200, nomad: true,
-			check: func(t *testing.T, _ *world, r response) {
-				m := jsonOf(t, r)
+			check: func(t *testing.T, _ *world, r apitest.Reply) {
+				m := r.JSON(t)
 				if m["timed_out"] != true || m["duration_ms"].(float64) > 10_000 {
-					t.Errorf("exec under the caller's PATH: %s, want timed_out within the timeout", clip(r.body))
+					t.Errorf("exec under the caller's PATH: %s, want timed_out within the timeout", clip(r.Body))
 				}
 			},
 		},
@@ -404,8 +405,8 @@ func TestHoleReadyzPingsNomadAtMostTwiceASecond(t *testing.T) {
 	for range 10 {
 		wg.Go(func() {
 			for range 10 {
-				if r, err := w.send(request{method: http.MethodGet, path: "/readyz"}); err != nil || r.status != 200 {
-					t.Errorf("/readyz: %d %s %v", r.status, r.body, err)
+				if r, err := w.api(t).Send(apitest.Request{Method: http.MethodGet, Path: "/readyz"}); err != nil || r.Status != 200 {
+					t.Errorf("/readyz: %d %s %v", r.Status, r.Body, err)
 				}
 			}
 		})
@@ -424,23 +425,23 @@ func TestHoleEveryAnswerCarriesNosniff(t *testing.T) {
 	w := newWorld(t)
 	w.create("s", "op", "")
 	op := "Bearer " + w.tokens["op"]
-	for _, rq := range []request{
-		{method: http.MethodGet, path: "/healthz"},
-		{method: http.MethodGet, path: "/readyz"},
-		{method: http.MethodGet, path: "/metrics"},
-		{method: http.MethodGet, path: "/v1/capabilities"},
-		{method: http.MethodGet, path: "/v1/sandboxes/{s}", auth: op},
-		{method: http.MethodGet, path: "/v1/sandboxes/{s}/logs", auth: op},
-		{method: http.MethodGet, path: "/v1/sandboxes"},
-		{method: http.MethodGet, path: "/v1/hosts", auth: "Bearer " + w.tokens["sess:s"]},
-		{method: http.MethodGet, path: "/no/such/path"},
-		{method: "FOO", path: "/v1/sandboxes"},
-		{method: http.MethodPost, path: "/v1/sandboxes/{s}/exec", auth: op, body: `{"argv":["true"],"x":1}`},
+	for _, rq := range []apitest.Request{
+		{Method: http.MethodGet, Path: "/healthz"},
+		{Method: http.MethodGet, Path: "/readyz"},
+		{Method: http.MethodGet, Path: "/metrics"},
+		{Method: http.MethodGet, Path: "/v1/capabilities"},
+		{Method: http.MethodGet, Path: "/v1/sandboxes/{s}", Auth: op},
+		{Method: http.MethodGet, Path: "/v1/sandboxes/{s}/logs", Auth: op},
+		{Method: http.MethodGet, Path: "/v1/sandboxes"},
+		{Method: http.MethodGet, Path: "/v1/hosts", Auth: "Bearer " + w.tokens["sess:s"]},
+		{Method: http.MethodGet, Path: "/no/such/path"},
+		{Method: "FOO", Path: "/v1/sandboxes"},
+		{Method: http.MethodPost, Path: "/v1/sandboxes/{s}/exec", Auth: op, Body: `{"argv":["true"],"x":1}`},
 	} {
-		rq.path = w.expand(rq.path)
-		r := w.do(t, rq)
-		if got := r.header.Get("X-Content-Type-Options"); got != "nosniff" {
-			t.Errorf("%s %s (%d %s): X-Content-Type-Options %q, want nosniff", rq.method, rq.path, r.status, r.header.Get("Content-Type"), got)
+		rq.Path = w.expand(rq.Path)
+		r := w.api(t).DoWith(rq)
+		if got := r.Header.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("%s %s (%d %s): X-Content-Type-Options %q, want nosniff", rq.Method, rq.Path, r.Status, r.Header.Get("Content-Type"), got)
 		}
 	}
 }
@@ -454,20 +455,20 @@ func TestHoleConcurrentCreatesNeverOverrunAQuota(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 50 {
 		wg.Go(func() {
-			r, err := w.send(request{method: http.MethodPost, path: "/v1/sandboxes", auth: "Bearer " + agent, body: `{}`})
+			r, err := w.api(t).Send(apitest.Request{Method: http.MethodPost, Path: "/v1/sandboxes", Auth: "Bearer " + agent, Body: `{}`})
 			if err != nil {
 				t.Errorf("create: %v", err)
 				return
 			}
-			if r.status == http.StatusTooManyRequests {
+			if r.Status == http.StatusTooManyRequests {
 				var p map[string]any
-				_ = json.Unmarshal(r.body, &p)
-				if p["code"] != "budget_exhausted" || !slices.Contains(ruleIDs(p), "B3") || r.header.Get("Retry-After") == "" {
-					t.Errorf("a refused create: %s (Retry-After %q), want budget_exhausted with B3", clip(r.body), r.header.Get("Retry-After"))
+				_ = json.Unmarshal(r.Body, &p)
+				if p["code"] != "budget_exhausted" || !slices.Contains(apitest.RuleIDs(p), "B3") || r.Header.Get("Retry-After") == "" {
+					t.Errorf("a refused create: %s (Retry-After %q), want budget_exhausted with B3", clip(r.Body), r.Header.Get("Retry-After"))
 				}
 			}
 			mu.Lock()
-			statuses[r.status]++
+			statuses[r.Status]++
 			mu.Unlock()
 		})
 	}

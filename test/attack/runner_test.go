@@ -1,18 +1,18 @@
 package attack
 
 import (
-	"encoding/json"
 	"net/http"
-	"slices"
 	"strings"
 	"testing"
+
+	"sandgate/gateway/apitest"
 )
 
 // attack is one named hostile request and what the gateway must answer.
 type attack struct {
 	name string
-	req  request
-	// as names the token sent as "Bearer <token>" (ignored when req.auth
+	req  apitest.Request
+	// as names the token sent as "Bearer <token>" (ignored when req.Auth
 	// or forge is set).
 	as string
 	// forge builds the bearer token from the world (forged tokens).
@@ -37,7 +37,7 @@ type attack struct {
 	// must see no request at all while it is served.
 	nomad bool
 	// check adds assertions on the answer.
-	check func(t *testing.T, w *world, r response)
+	check func(t *testing.T, w *world, r apitest.Reply)
 }
 
 // run runs the cases one after another in one world (so that each case's
@@ -56,43 +56,47 @@ func run(t *testing.T, w *world, cases []attack) {
 
 func runOne(t *testing.T, w *world, c attack) {
 	rq := c.req
-	rq.path = w.expand(rq.path)
-	rq.body = w.expand(rq.body)
+	rq.Path = w.expand(rq.Path)
+	if b, _ := rq.Body.(string); b != "" {
+		rq.Body = w.expand(b)
+	} else {
+		rq.Body = nil // "" sends none
+	}
 	switch {
-	case rq.auth != "":
-		rq.auth = w.expand(rq.auth)
+	case rq.Auth != "":
+		rq.Auth = w.expand(rq.Auth)
 	case c.forge != nil:
-		rq.auth = "Bearer " + c.forge(w)
+		rq.Auth = "Bearer " + c.forge(w)
 	case c.as != "":
 		tok, ok := w.tokens[c.as]
 		if !ok {
 			t.Fatalf("no token named %q", c.as)
 		}
-		rq.auth = "Bearer " + tok
+		rq.Auth = "Bearer " + tok
 	}
 	before := w.snap(t)
 	calls := w.sim.Requests()
-	r := w.do(t, rq)
+	r := w.api(t).DoWith(rq)
 	nomadCalls := w.sim.Requests() - calls
 	after := w.snap(t)
 
-	if c.orInvalid && r.status == http.StatusBadRequest {
+	if c.orInvalid && r.Status == http.StatusBadRequest {
 		c.status, c.code, c.rules, c.msg = http.StatusBadRequest, "invalid_request", nil, ""
 	}
-	if r.status != c.status {
-		t.Errorf("status %d, want %d: %s", r.status, c.status, clip(r.body))
+	if c.code == "" && r.Status != c.status {
+		t.Errorf("status %d, want %d: %s", r.Status, c.status, clip(r.Body))
 	}
-	if c.code != "" {
-		m := expectProblem(t, r, c.status, c.code, c.rules)
+	if c.code != "" { // checkProblem checks the status too
+		m := checkProblem(t, r, c.status, c.code, c.rules)
 		if c.msg != "" && m != nil && !hasViolation(m, c.msg) {
-			t.Errorf("no violation says %q: %s", c.msg, clip(r.body))
+			t.Errorf("no violation says %q: %s", c.msg, clip(r.Body))
 		}
 	}
 	if !c.nomad && nomadCalls != 0 {
 		t.Errorf("the request reached Nomad (%d calls): %v", nomadCalls, lastN(w.sim.RequestLog(), int(nomadCalls)))
 	}
 	for name, tok := range w.tokens {
-		if len(tok) > 20 && strings.Contains(string(r.body), tok) {
+		if len(tok) > 20 && strings.Contains(string(r.Body), tok) {
 			t.Errorf("the answer shows token %s", name)
 		}
 	}
@@ -104,39 +108,24 @@ func runOne(t *testing.T, w *world, c attack) {
 	}
 }
 
-// expectProblem checks a problem+json answer: status, code, type, title,
-// request id, and the rule ids (nil: none at all).
-func expectProblem(t *testing.T, r response, status int, code string, rules []string) map[string]any {
+// checkProblem checks a problem+json answer as apitest.CheckProblem does
+// (status, Content-Type, code, type, title, request id, the rule ids)
+// and, the policy having decided, a decision id; with rules nil, that the
+// answer names no rule at all: the policy did not decide. It reports and
+// goes on; the problem is nil when r is not one.
+func checkProblem(t *testing.T, r apitest.Reply, status int, code string, rules []string) map[string]any {
 	t.Helper()
-	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
-		t.Errorf("Content-Type %q, want application/problem+json: %s", ct, clip(r.body))
-		return nil
-	}
-	var m map[string]any
-	if err := json.Unmarshal(r.body, &m); err != nil {
-		t.Errorf("the problem is not a JSON object: %v: %s", err, clip(r.body))
-		return nil
-	}
-	if m["code"] != code {
-		t.Errorf("code %v, want %s: %s", m["code"], code, clip(r.body))
-	}
-	if m["type"] != "urn:sandgate:problem:"+code || m["status"] != float64(status) || m["title"] == "" || m["request_id"] == "" {
-		t.Errorf("the problem lacks a matching type, status, title or request_id: %s", clip(r.body))
-	}
-	got := ruleIDs(m)
-	if rules == nil {
+	m, _ := apitest.CheckProblem(t, r, status, code, rules...)
+	switch {
+	case m == nil:
+	case rules == nil:
 		if _, ok := m["rule_ids"]; ok {
-			t.Errorf("rule_ids %v, want none (no policy decision): %s", got, clip(r.body))
+			t.Errorf("rule_ids %v, want none (no policy decision): %s", apitest.RuleIDs(m), clip(r.Body))
 		}
-		return m
-	}
-	for _, want := range rules {
-		if !slices.Contains(got, want) {
-			t.Errorf("rule_ids %v lack %s: %s", got, want, clip(r.body))
+	default:
+		if id, _ := m["decision_id"].(string); id == "" {
+			t.Errorf("a policy refusal without a decision_id: %s", clip(r.Body))
 		}
-	}
-	if id, _ := m["decision_id"].(string); id == "" {
-		t.Errorf("a policy refusal without a decision_id: %s", clip(r.body))
 	}
 	return m
 }
@@ -152,16 +141,6 @@ func hasViolation(m map[string]any, msg string) bool {
 	return false
 }
 
-func ruleIDs(m map[string]any) []string {
-	raw, _ := m["rule_ids"].([]any)
-	out := make([]string, 0, len(raw))
-	for _, v := range raw {
-		s, _ := v.(string)
-		out = append(out, s)
-	}
-	return out
-}
-
 func clip(b []byte) string {
 	if len(b) > 600 {
 		return string(b[:600]) + "..."
@@ -174,14 +153,4 @@ func lastN(s []string, n int) []string {
 		n = len(s)
 	}
 	return s[len(s)-n:]
-}
-
-// jsonOf decodes an answer as a JSON object.
-func jsonOf(t *testing.T, r response) map[string]any {
-	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(r.body, &m); err != nil {
-		t.Fatalf("status %d: not a JSON object: %v: %s", r.status, err, clip(r.body))
-	}
-	return m
 }

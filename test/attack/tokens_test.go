@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"sandgate/gateway/apitest"
 )
 
 // opClaims are the claims of the world's real operator token: a forgery
@@ -36,7 +38,7 @@ func with(c map[string]any, kv ...any) map[string]any {
 
 // listAsForged is the request every forgery is tried on: the operator's
 // view of all sandboxes.
-var listAsForged = request{method: http.MethodGet, path: "/v1/sandboxes"}
+var listAsForged = apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes"}
 
 // forged is a case for a token the verifier must refuse before anything
 // else looks at it: 401 unauthenticated, no policy decision.
@@ -63,8 +65,8 @@ func forgedTokenCases(t *testing.T, w *world) []attack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fetched := func(n *atomic.Int64) func(t *testing.T, w *world, r response) {
-		return func(t *testing.T, _ *world, _ response) {
+	fetched := func(n *atomic.Int64) func(t *testing.T, w *world, r apitest.Reply) {
+		return func(t *testing.T, _ *world, _ apitest.Reply) {
 			if got := n.Load(); got != 0 {
 				t.Errorf("the gateway fetched the attacker's URL %d times", got)
 			}
@@ -202,17 +204,17 @@ func forgedTokenCases(t *testing.T, w *world) []attack {
 		},
 		{
 			name: "a session token re-signed with the sandbox's jti but not its digest",
-			req:  request{method: http.MethodGet, path: "/v1/sandboxes/{a1}"}, status: 401, code: "unauthenticated", rules: []string{"T4"},
+			req:  apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes/{a1}"}, status: 401, code: "unauthenticated", rules: []string{"T4"},
 			forge: func(w *world) string {
 				return w.signedWithWorldKey(with(recorded(w.tokens["sess:a1"]), "label", "x"), nil)
 			},
 		},
-		{name: "the Basic scheme", req: request{method: http.MethodGet, path: "/v1/sandboxes", auth: "Basic {tok:op}"}, status: 401, code: "unauthenticated"},
-		{name: "a bare token without a scheme", req: request{method: http.MethodGet, path: "/v1/sandboxes", auth: "{tok:op}"}, status: 401, code: "unauthenticated"},
-		{name: "Bearer with no token", req: request{method: http.MethodGet, path: "/v1/sandboxes", auth: "Bearer    "}, status: 401, code: "unauthenticated"},
-		{name: "two bearer tokens in one header", req: request{method: http.MethodGet, path: "/v1/sandboxes", auth: "Bearer {tok:agentA}, Bearer {tok:op}"}, status: 401, code: "unauthenticated"},
-		{name: "the token in the query string only", req: request{method: http.MethodGet, path: "/v1/sandboxes?access_token={tok:op}"}, status: 401, code: "unauthenticated"},
-		{name: "the token in a cookie only", req: request{method: http.MethodGet, path: "/v1/sandboxes", header: map[string]string{"Cookie": "token={tok:op}"}}, status: 401, code: "unauthenticated"},
+		{name: "the Basic scheme", req: apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes", Auth: "Basic {tok:op}"}, status: 401, code: "unauthenticated"},
+		{name: "a bare token without a scheme", req: apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes", Auth: "{tok:op}"}, status: 401, code: "unauthenticated"},
+		{name: "Bearer with no token", req: apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes", Auth: "Bearer    "}, status: 401, code: "unauthenticated"},
+		{name: "two bearer tokens in one header", req: apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes", Auth: "Bearer {tok:agentA}, Bearer {tok:op}"}, status: 401, code: "unauthenticated"},
+		{name: "the token in the query string only", req: apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes?access_token={tok:op}"}, status: 401, code: "unauthenticated"},
+		{name: "the token in a cookie only", req: apitest.Request{Method: http.MethodGet, Path: "/v1/sandboxes", Header: map[string]string{"Cookie": "token={tok:op}"}}, status: 401, code: "unauthenticated"},
 	}
 	return cases
 }

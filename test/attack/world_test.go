@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
-	"io"
 	"io/fs"
 	"net/http"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"sandgate/gateway"
+	"sandgate/gateway/apitest"
 	"sandgate/gateway/gatewaytest"
 	"sandgate/gateway/token"
 	"sandgate/nomad"
@@ -118,9 +118,9 @@ func (w *world) mintFull(name string, role token.Role, sub string, quota int64, 
 // revoke revokes a named token the way the API does.
 func (w *world) revoke(name string) {
 	w.t.Helper()
-	r := w.do(w.t, request{method: http.MethodDelete, path: "/v1/tokens/" + w.jtis[name], auth: "Bearer " + w.tokens["op"]})
-	if r.status != http.StatusNoContent {
-		w.t.Fatalf("revoke %s: %d %s", name, r.status, r.body)
+	r := w.api(w.t).DoWith(apitest.Request{Method: http.MethodDelete, Path: "/v1/tokens/" + w.jtis[name], Auth: "Bearer " + w.tokens["op"]})
+	if r.Status != http.StatusNoContent {
+		w.t.Fatalf("revoke %s: %d %s", name, r.Status, r.Body)
 	}
 }
 
@@ -128,24 +128,24 @@ func (w *world) revoke(name string) {
 // its session token under "sess:"+name.
 func (w *world) create(name, as, body string) string {
 	w.t.Helper()
-	r := w.do(w.t, request{method: http.MethodPost, path: "/v1/sandboxes", auth: "Bearer " + w.tokens[as], body: body})
-	if r.status != http.StatusCreated {
-		w.t.Fatalf("create %s as %s: %d %s", name, as, r.status, r.body)
+	var b any // "" sends no body
+	if body != "" {
+		b = body
 	}
-	var v struct{ ID, Token, State string }
-	if err := json.Unmarshal(r.body, &v); err != nil || v.ID == "" || v.State != "running" {
-		w.t.Fatalf("create %s: %v %s", name, err, r.body)
+	c := apitest.ExpectCreated(w.t, w.api(w.t).Do(http.MethodPost, "/v1/sandboxes", w.tokens[as], b))
+	if c.State != "running" {
+		w.t.Fatalf("create %s as %s: state %q: %v", name, as, c.State, c.Body)
 	}
-	w.ids[name], w.tokens["sess:"+name] = v.ID, v.Token
-	return v.ID
+	w.ids[name], w.tokens["sess:"+name] = c.ID, c.Token
+	return c.ID
 }
 
 // destroy ends a named sandbox as the operator.
 func (w *world) destroy(name string) {
 	w.t.Helper()
-	r := w.do(w.t, request{method: http.MethodDelete, path: "/v1/sandboxes/" + w.ids[name], auth: "Bearer " + w.tokens["op"]})
-	if r.status != http.StatusNoContent {
-		w.t.Fatalf("destroy %s: %d %s", name, r.status, r.body)
+	r := w.api(w.t).DoWith(apitest.Request{Method: http.MethodDelete, Path: "/v1/sandboxes/" + w.ids[name], Auth: "Bearer " + w.tokens["op"]})
+	if r.Status != http.StatusNoContent {
+		w.t.Fatalf("destroy %s: %d %s", name, r.Status, r.Body)
 	}
 }
 
@@ -156,10 +156,10 @@ func (w *world) createFailed(name, as string) string {
 	w.t.Helper()
 	w.sim.InjectFault(nomadsim.Fault{Method: http.MethodPut, PathPrefix: "/v1/jobs", Status: http.StatusInternalServerError, Body: "injected", Times: 1})
 	before := w.liveAndDeadIDs()
-	r := w.do(w.t, request{method: http.MethodPost, path: "/v1/sandboxes", auth: "Bearer " + w.tokens[as]})
+	r := w.api(w.t).DoWith(apitest.Request{Method: http.MethodPost, Path: "/v1/sandboxes", Auth: "Bearer " + w.tokens[as]})
 	w.sim.ClearFaults()
-	if r.status != http.StatusServiceUnavailable {
-		w.t.Fatalf("create with a failing register: %d %s", r.status, r.body)
+	if r.Status != http.StatusServiceUnavailable {
+		w.t.Fatalf("create with a failing register: %d %s", r.Status, r.Body)
 	}
 	for _, rec := range w.records(w.t) {
 		if !before[rec.ID] && rec.State == store.StateFailed {
@@ -230,66 +230,12 @@ func (w *world) expand(s string) string {
 	}
 }
 
-// request is one HTTP request as a case describes it.
-type request struct {
-	method string
-	path   string
-	// auth is the Authorization header value, sent as is ("" sends none).
-	auth string
-	// header holds extra headers.
-	header map[string]string
-	// body is sent raw; "" sends none.
-	body string
-}
-
-type response struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
 var httpClient = &http.Client{Timeout: 30 * time.Second}
 
-// do sends rq and fails the test on a transport error; call it from the
-// test's goroutine (others use send).
-func (w *world) do(t testing.TB, rq request) response {
-	t.Helper()
-	r, err := w.send(rq)
-	if err != nil {
-		t.Fatalf("%s %.80s: %v", rq.method, rq.path, err)
-	}
-	return r
-}
-
-// send sends rq as is.
-func (w *world) send(rq request) (response, error) {
-	var rd io.Reader
-	if rq.body != "" {
-		rd = strings.NewReader(rq.body)
-	}
-	req, err := http.NewRequest(rq.method, w.url+rq.path, rd)
-	if err != nil {
-		return response{}, err
-	}
-	if rq.auth != "" {
-		req.Header.Set("Authorization", rq.auth)
-	}
-	if rq.body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range rq.header {
-		req.Header.Set(k, v)
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return response{}, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return response{}, err
-	}
-	return response{status: resp.StatusCode, header: resp.Header, body: data}, nil
+// api is the gateway's API as t speaks it; Send on it never fails t,
+// so any goroutine may call it.
+func (w *world) api(t testing.TB) *apitest.API {
+	return &apitest.API{T: t, URL: w.url, HTTP: httpClient}
 }
 
 // policyRoutes is the policy data's route table: "METHOD template" -> the

@@ -1,16 +1,14 @@
 package browser_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"sandgate/gateway/apitest"
 	"sandgate/test/testbin"
 )
 
@@ -50,36 +48,20 @@ func startGateway(t *testing.T, bin string) *gateway {
 	return g
 }
 
-// call is a direct API call, to check what the dashboard did.
+// browserHTTP bounds each direct API call.
+var browserHTTP = &http.Client{Timeout: 30 * time.Second}
+
+// api is the gateway's API as t speaks it.
+func (g *gateway) api(t *testing.T) *apitest.API {
+	return &apitest.API{T: t, URL: g.url, HTTP: browserHTTP}
+}
+
+// call is a direct API call, to check what the dashboard did: the status
+// and the body as a JSON object (nil when the body is empty or not one).
 func (g *gateway) call(t *testing.T, method, path, tok string, body any) (int, map[string]any) {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, g.url+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
+	r := g.api(t).Do(method, path, tok, body)
 	var m map[string]any
-	_ = json.Unmarshal(data, &m) // empty or non-JSON bodies leave m nil
-	return resp.StatusCode, m
+	_ = json.Unmarshal(r.Body, &m)
+	return r.Status, m
 }

@@ -67,12 +67,7 @@ func TestTheDashboardFitsTheTokenAndStaysLive(t *testing.T) {
 // create makes a sandbox through the API and returns its id.
 func (g *gateway) create(t *testing.T, tok string, body map[string]any) string {
 	t.Helper()
-	status, sb := g.call(t, http.MethodPost, "/v1/sandboxes", tok, body)
-	id, _ := sb["id"].(string)
-	if status != http.StatusCreated || id == "" {
-		t.Fatalf("create %v: %d %v", body, status, sb)
-	}
-	return id
+	return g.api(t).Create(tok, body).ID
 }
 
 // list reads one listing of the API (a page of up to 1000).

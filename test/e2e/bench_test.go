@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"sandgate/gateway/apitest"
 	"sandgate/nomad"
 	"sandgate/policies"
 	"sandgate/render/execwrap"
@@ -35,8 +36,8 @@ func BenchmarkCreateToFirstExec(b *testing.B) {
 			start := time.Now()
 			sb := g.create(b, g.operator, map[string]any{"image": imageDebian, "cpu_mhz": 500})
 			for {
-				r := g.do(b, http.MethodPost, "/v1/sandboxes/"+sb.id+"/exec", sb.session, map[string]any{"argv": []string{"echo", "hi"}})
-				if r.status == http.StatusOK && r.object(b)["stdout"] == "hi\n" {
+				r := g.api(b).Do(http.MethodPost, "/v1/sandboxes/"+sb.ID+"/exec", sb.Token, map[string]any{"argv": []string{"echo", "hi"}})
+				if r.Status == http.StatusOK && r.JSON(b)["stdout"] == "hi\n" {
 					break
 				}
 				if time.Since(start) > time.Minute {
@@ -44,7 +45,7 @@ func BenchmarkCreateToFirstExec(b *testing.B) {
 				}
 			}
 			all = append(all, time.Since(start))
-			if r := g.do(b, http.MethodDelete, "/v1/sandboxes/"+sb.id, g.operator, nil); r.status != http.StatusNoContent {
+			if r := g.api(b).Do(http.MethodDelete, "/v1/sandboxes/"+sb.ID, g.operator, nil); r.Status != http.StatusNoContent {
 				b.Fatalf("destroy: %s", r)
 			}
 		}
@@ -69,7 +70,7 @@ func BenchmarkExecEchoHi(b *testing.B) {
 	for b.Loop() {
 		for range 30 {
 			start := time.Now()
-			res := g.exec(b, sb.id, sb.session, map[string]any{"argv": []string{"echo", "hi"}})
+			res := g.exec(b, sb.ID, sb.Token, map[string]any{"argv": []string{"echo", "hi"}})
 			d := time.Since(start)
 			if res.code() != 0 || res.Stdout != "hi\n" {
 				b.Fatalf("gateway exec: %+v", res)
@@ -129,7 +130,7 @@ func BenchmarkExecEchoHiStreamed(b *testing.B) {
 			sse = append(sse, events[len(events)-1].at.Sub(start))
 
 			start = time.Now()
-			res := g.exec(b, sb.id, sb.session, req)
+			res := g.exec(b, sb.ID, sb.Token, req)
 			viaJSON = append(viaJSON, time.Since(start))
 			if res.code() != 0 || res.Stdout != "hi\n" {
 				b.Fatalf("gateway exec: %+v", res)
@@ -191,7 +192,7 @@ func BenchmarkFiles10MiB(b *testing.B) {
 			start := time.Now()
 			r := g.file(b.Context(), b, http.MethodPut, sb, viaGateway, blob, "mode", "0600")
 			gwPut = append(gwPut, time.Since(start))
-			if r.status != http.StatusOK || r.object(b)["size"] != float64(len(blob)) {
+			if r.Status != http.StatusOK || r.JSON(b)["size"] != float64(len(blob)) {
 				b.Fatalf("gateway put: %s", r)
 			}
 
@@ -206,8 +207,8 @@ func BenchmarkFiles10MiB(b *testing.B) {
 			start = time.Now()
 			r = g.file(b.Context(), b, http.MethodGet, sb, viaGateway, nil)
 			gwGet = append(gwGet, time.Since(start))
-			if r.status != http.StatusOK || !bytes.Equal(r.body, blob) {
-				b.Fatalf("gateway get: status %d, %d bytes", r.status, len(r.body))
+			if r.Status != http.StatusOK || !bytes.Equal(r.Body, blob) {
+				b.Fatalf("gateway get: status %d, %d bytes", r.Status, len(r.Body))
 			}
 
 			start = time.Now()
@@ -266,13 +267,13 @@ func echoedHi(events []sseEvent) error {
 // echoHiSandbox starts a gateway with a sandbox for the echo hi
 // benchmarks, and the project's Nomad client in the gateway's namespace
 // with the sandbox's allocation id.
-func echoHiSandbox(b *testing.B) (*gw, sandbox, *nomad.Client, string) {
+func echoHiSandbox(b *testing.B) (*gw, apitest.Created, *nomad.Client, string) {
 	b.Helper()
 	g := startGateway(b, gwOptions{})
 	// The policy's default CPU (500 MHz): with cpu_hard_limit, a smaller
 	// share throttles every process the exec starts in 100 ms CFS periods.
 	sb := g.create(b, g.operator, map[string]any{"image": imageDebian, "cpu_mhz": 500})
-	allocs, _, err := g.nomad.Jobs().Allocations("sandgate-sbx-"+sb.id, false, nil)
+	allocs, _, err := g.nomad.Jobs().Allocations("sandgate-sbx-"+sb.ID, false, nil)
 	if err != nil || len(allocs) != 1 {
 		b.Fatalf("allocations: %v %d", err, len(allocs))
 	}

@@ -82,11 +82,11 @@ func TestAFullNodeIsRefusedBeforeNomad(t *testing.T) {
 	t.Logf("node %s: Nomad can allocate %d MHz, %d MB", node, allocatable(a).cpuMHz, allocatable(a).memoryMB)
 	placeHog(t, g, hogJob("hog-full", node, allocatable(a).cpuMHz-300))
 
-	r := g.do(t, http.MethodPost, "/v1/sandboxes", g.operator, map[string]any{
+	r := g.api(t).Do(http.MethodPost, "/v1/sandboxes", g.operator, map[string]any{
 		"node": node, "image": imageBusybox, "cpu_mhz": 500, "memory_mb": 128})
 	t.Logf("create on a full node: %s", r)
-	m := r.object(t)
-	if r.status != http.StatusTooManyRequests || m["code"] != "budget_exhausted" || r.header.Get("Retry-After") == "" {
+	m := r.JSON(t)
+	if r.Status != http.StatusTooManyRequests || m["code"] != "budget_exhausted" || r.Header.Get("Retry-After") == "" {
 		t.Fatalf("create on a full node: %s", r)
 	}
 	if d, _ := m["detail"].(string); !strings.Contains(d, "held by other jobs") {
@@ -124,14 +124,14 @@ func TestTheRoomTakenAfterAdmissionAnswersPlacementFailed(t *testing.T) {
 		once.Do(func() { hogErr = placeHogErr(g, hogJob("hog-race", node, allocatable(a).cpuMHz-300)) })
 	}})
 
-	r := g.do(t, http.MethodPost, "/v1/sandboxes", g.operator, map[string]any{
+	r := g.api(t).Do(http.MethodPost, "/v1/sandboxes", g.operator, map[string]any{
 		"node": node, "image": imageBusybox, "cpu_mhz": 500, "memory_mb": 128})
 	t.Logf("create whose room was taken after admission: %s", r)
 	if hogErr != nil {
 		t.Fatal(hogErr)
 	}
-	m := r.object(t)
-	if r.status != http.StatusTooManyRequests || m["code"] != "placement_failed" || r.header.Get("Retry-After") == "" || m["token"] != nil {
+	m := r.JSON(t)
+	if r.Status != http.StatusTooManyRequests || m["code"] != "placement_failed" || r.Header.Get("Retry-After") == "" || m["token"] != nil {
 		t.Fatalf("create whose room was taken: %s", r)
 	}
 	if d, _ := m["detail"].(string); !strings.Contains(d, "resources exhausted") {

@@ -45,7 +45,7 @@ func TestTheCLIsExecTimeoutExitsAsItsHelpSays(t *testing.T) {
 			}
 			for _, c := range cases {
 				for _, mode := range [][]string{nil, {"--stream"}} {
-					args := append([]string{"--addr", g.url, "--token", g.operator, "sandbox", "exec", sb.id, "--timeout", "2s"}, mode...)
+					args := append([]string{"--addr", g.url, "--token", g.operator, "sandbox", "exec", sb.ID, "--timeout", "2s"}, mode...)
 					cmd := exec.Command(suite.gateway, append(append(args, "--"), c.argv...)...) //nolint:gosec // G204: the binary the suite built
 					var stdout, stderr bytes.Buffer
 					cmd.Stdout, cmd.Stderr = &stdout, &stderr

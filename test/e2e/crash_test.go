@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"sandgate/gateway/apitest"
 	"sandgate/gateway/testhook"
 	"sandgate/store"
 	"sandgate/store/bolt"
@@ -61,17 +60,17 @@ func TestAGatewayKilledAtEveryStepLeavesNothingBehind(t *testing.T) {
 		arm("")
 		g.start(t)
 		checkConsistent(t, g, "after a kill at "+string(p))
-		r := g.do(t, http.MethodGet, "/v1/sandboxes", g.operator, nil)
+		r := g.api(t).Do(http.MethodGet, "/v1/sandboxes", g.operator, nil)
 		var list struct {
 			Sandboxes []struct {
 				ID string `json:"id"`
 			} `json:"sandboxes"`
 		}
-		if err := json.Unmarshal(r.body, &list); err != nil {
+		if err := json.Unmarshal(r.Body, &list); err != nil {
 			t.Fatalf("list: %v: %s", err, r)
 		}
 		for _, sb := range list.Sandboxes {
-			if r := g.do(t, http.MethodDelete, "/v1/sandboxes/"+sb.ID, g.operator, nil); r.status != http.StatusNoContent {
+			if r := g.api(t).Do(http.MethodDelete, "/v1/sandboxes/"+sb.ID, g.operator, nil); r.Status != http.StatusNoContent {
 				t.Fatalf("destroy %s after a kill at %s: %s", sb.ID, p, r)
 			}
 		}
@@ -88,46 +87,37 @@ func (g *gw) driveToPause(t *testing.T, p testhook.Point) testhook.Point {
 	t.Helper()
 	line := testhook.PausedLine(p)
 	seen := strings.Count(g.logText(), line)
-	send := func(method, path, tok string, body any) (<-chan reply, func() bool) {
-		answer := make(chan reply, 1)
+	send := func(method, path, tok string, body any) (<-chan apitest.Reply, func() bool) {
+		answer := make(chan apitest.Reply, 1)
 		go func() {
-			b, _ := json.Marshal(body)
-			req, _ := http.NewRequestWithContext(context.Background(), method, g.url+path, bytes.NewReader(b))
-			req.Header.Set("Authorization", "Bearer "+tok)
-			var r reply
-			if resp, err := httpClient.Do(req); err == nil {
-				var buf bytes.Buffer
-				_, _ = buf.ReadFrom(resp.Body)
-				_ = resp.Body.Close()
-				r = reply{status: resp.StatusCode, header: resp.Header, body: buf.Bytes()}
-			}
+			r, _ := g.api(t).Send(apitest.Request{Method: method, Path: path, Token: tok, Body: body}) // a zero Reply when none came
 			answer <- r
 		}()
 		return answer, func() bool { return strings.Count(g.logText(), line) > seen }
 	}
-	wait := func(answer <-chan reply, paused func() bool) (reply, bool) {
+	wait := func(answer <-chan apitest.Reply, paused func() bool) (apitest.Reply, bool) {
 		for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); {
 			select {
 			case r := <-answer:
 				return r, paused()
 			case <-time.After(50 * time.Millisecond):
 				if paused() {
-					return reply{}, true
+					return apitest.Reply{}, true
 				}
 			}
 		}
 		t.Fatalf("neither an answer nor %q within 3 minutes", line)
-		return reply{}, false
+		return apitest.Reply{}, false
 	}
 	r, paused := wait(send(http.MethodPost, "/v1/sandboxes", g.operator,
 		map[string]any{"node": sharedNode, "image": imageBusybox, "cpu_mhz": 100, "memory_mb": 128}))
 	if paused {
 		return p
 	}
-	if r.status != http.StatusCreated {
+	if r.Status != http.StatusCreated {
 		t.Fatalf("create: %s", r)
 	}
-	m := r.object(t)
+	m := r.JSON(t)
 	id, _ := m["id"].(string)
 	session, _ := m["token"].(string)
 	if m["state"] != "running" || session == "" {
@@ -137,7 +127,7 @@ func (g *gw) driveToPause(t *testing.T, p testhook.Point) testhook.Point {
 	if paused {
 		return p
 	}
-	if r.status != http.StatusNoContent {
+	if r.Status != http.StatusNoContent {
 		t.Fatalf("destroy: %s", r)
 	}
 	return ""

@@ -36,16 +36,16 @@ func TestDevNomadAgentRunsASandboxAndCleansUp(t *testing.T) {
 		t.Fatalf("--nomad-agent ran on the simulator:\n%s", d.Banner)
 	}
 	g := &gw{t: t, url: d.URL, operator: d.Operator}
-	ready := g.do(t, http.MethodGet, "/readyz", "", nil).object(t)
+	ready := g.api(t).Do(http.MethodGet, "/readyz", "", nil).JSON(t)
 	if ready["ready"] != true || ready["simulated"] != false {
 		t.Fatalf("readyz on the local Nomad: %v", ready)
 	}
 	// The defaults of the fitted bundle: the local image, the local node.
 	sb := g.create(t, d.Operator, map[string]any{"wait_seconds": 120})
-	if sb.view["image"] != imageBusybox || sb.view["node"] != sharedNode {
-		t.Errorf("the sandbox is not the local image on the local node: %v", sb.view)
+	if sb.Body["image"] != imageBusybox || sb.Body["node"] != sharedNode {
+		t.Errorf("the sandbox is not the local image on the local node: %v", sb.Body)
 	}
-	if out := g.sh(t, sb.id, sb.session, "echo hello from $(uname -s)"); out != "hello from Linux\n" {
+	if out := g.sh(t, sb.ID, sb.Token, "echo hello from $(uname -s)"); out != "hello from Linux\n" {
 		t.Errorf("exec in the local sandbox: %q", out)
 	}
 	cluster := filepath.Join(data, "nomad")

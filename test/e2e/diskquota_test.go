@@ -46,17 +46,17 @@ func TestDiskQuotaEndsASandboxThatFillsATaskDirectory(t *testing.T) {
 			name := strings.TrimPrefix(image, "sandgate-e2e/") + dir
 			t.Run(name, func(t *testing.T) {
 				sb := g.create(t, g.operator, map[string]any{"image": image, "profile": "strict"})
-				alloc := g.allocOf(t, sb.id)
+				alloc := g.allocOf(t, sb.ID)
 				// Not g.exec: the monitor may end the sandbox while dd still runs.
 				start := time.Now()
-				r := g.do(t, http.MethodPost, "/v1/sandboxes/"+sb.id+"/exec", sb.session, map[string]any{
+				r := g.api(t).Do(http.MethodPost, "/v1/sandboxes/"+sb.ID+"/exec", sb.Token, map[string]any{
 					"argv": []string{"dd", "if=/dev/zero", "of=" + dir + "/fill", "bs=1048576", "count=100"},
 				})
 				written := time.Now()
 				t.Logf("dd of 100 MiB to %s: %s in %s", dir, r, written.Sub(start).Round(time.Millisecond))
 				var ended time.Time
 				eventually(t, diskWait, "the sandbox ended with end_reason disk_quota", func() bool {
-					st := g.status(t, sb.id)
+					st := g.status(t, sb.ID)
 					if st["state"] == "ended" && st["end_reason"] == "disk_quota" {
 						ended = time.Now()
 						return true
@@ -65,7 +65,7 @@ func TestDiskQuotaEndsASandboxThatFillsATaskDirectory(t *testing.T) {
 				})
 				t.Logf("ended for disk_quota %s after the write returned (%s after it started)",
 					ended.Sub(written).Round(time.Millisecond), ended.Sub(start).Round(time.Millisecond))
-				if slices.Contains(g.jobs(t), "sandgate-sbx-"+sb.id) {
+				if slices.Contains(g.jobs(t), "sandgate-sbx-"+sb.ID) {
 					t.Fatalf("the job of the ended sandbox is still registered: %v", g.jobs(t))
 				}
 				// What is left on the client's disk: the allocation directory
@@ -89,12 +89,12 @@ func TestDiskQuotaEndsASandboxThatFillsATaskDirectory(t *testing.T) {
 func TestDiskQuotaLeavesASandboxUnderItRunning(t *testing.T) {
 	g := startGateway(t, gwOptions{ReclaimInterval: "2s"})
 	sb := g.create(t, g.operator, map[string]any{"image": imageBusybox})
-	g.sh(t, sb.id, sb.session, "dd if=/dev/zero of=/local/small bs=1048576 count=1 2>/dev/null")
+	g.sh(t, sb.ID, sb.Token, "dd if=/dev/zero of=/local/small bs=1048576 count=1 2>/dev/null")
 	time.Sleep(3 * 2 * time.Second) // three monitor passes
-	if st := g.status(t, sb.id); st["state"] != "running" {
+	if st := g.status(t, sb.ID); st["state"] != "running" {
 		t.Fatalf("a sandbox with 1 MiB in /local was ended: %v", st)
 	}
-	if !slices.Contains(g.jobs(t), "sandgate-sbx-"+sb.id) {
+	if !slices.Contains(g.jobs(t), "sandgate-sbx-"+sb.ID) {
 		t.Fatal("its job is gone")
 	}
 }
@@ -107,7 +107,7 @@ func TestDiskTaskDirectoriesAsTheSandboxSeesThem(t *testing.T) {
 	for _, image := range []string{imageBusybox, imageDebian} {
 		t.Run(strings.TrimPrefix(image, "sandgate-e2e/"), func(t *testing.T) {
 			sb := g.create(t, g.operator, map[string]any{"image": image})
-			mounts := g.sh(t, sb.id, sb.session, "cat /proc/mounts")
+			mounts := g.sh(t, sb.ID, sb.Token, "cat /proc/mounts")
 			for _, want := range []struct{ target, fs, opt string }{
 				{"/secrets", "tmpfs", "noexec"}, {"/secrets", "tmpfs", "size=1024k"},
 			} {
@@ -120,11 +120,11 @@ func TestDiskTaskDirectoriesAsTheSandboxSeesThem(t *testing.T) {
 					t.Errorf("%s is now a tmpfs or noexec: the quota may be relaxed (docs/threat-model.md)", target)
 				}
 			}
-			res := g.exec(t, sb.id, sb.session, map[string]any{"argv": []string{"dd", "if=/dev/zero", "of=/secrets/big", "bs=1048576", "count=2"}})
+			res := g.exec(t, sb.ID, sb.Token, map[string]any{"argv": []string{"dd", "if=/dev/zero", "of=/secrets/big", "bs=1048576", "count=2"}})
 			if res.code() == 0 {
 				t.Errorf("2 MiB fit in /secrets: %+v", res)
 			}
-			t.Logf("/secrets: %s", strings.TrimSpace(g.sh(t, sb.id, sb.session, "ls -la /secrets")))
+			t.Logf("/secrets: %s", strings.TrimSpace(g.sh(t, sb.ID, sb.Token, "ls -la /secrets")))
 		})
 	}
 }
@@ -151,7 +151,7 @@ func mountHas(mounts, target, fs, opt string) bool {
 func TestDiskTaskDirListingOfTheRealAgent(t *testing.T) {
 	g := startGateway(t, gwOptions{})
 	sb := g.create(t, g.operator, map[string]any{"image": imageBusybox})
-	alloc := g.allocOf(t, sb.id)
+	alloc := g.allocOf(t, sb.ID)
 	names := func(p string) string {
 		files, _, err := g.nomad.AllocFS().List(&api.Allocation{ID: alloc}, p, nil)
 		if err != nil {

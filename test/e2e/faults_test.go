@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -10,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"sandgate/gateway/apitest"
 	"sandgate/gateway/client"
 )
 
@@ -33,19 +33,19 @@ var (
 
 // expectAnswer checks r against w: a 2xx, or a problem document with w's
 // status and code, a detail, and Retry-After on a 503.
-func expectAnswer(t testing.TB, what string, r reply, w outcome) {
+func expectAnswer(t testing.TB, what string, r apitest.Reply, w outcome) {
 	t.Helper()
 	if w == succeeds {
-		if r.status < 200 || r.status > 299 {
+		if r.Status < 200 || r.Status > 299 {
 			t.Fatalf("%s: want success, got %s", what, r)
 		}
 		return
 	}
-	m := expectProblem(t, r, w.status, w.code)
-	if d, _ := m["detail"].(string); d == "" || !strings.HasPrefix(r.header.Get("Content-Type"), "application/problem+json") {
+	m := apitest.ExpectProblem(t, r, w.status, w.code)
+	if d, _ := m["detail"].(string); d == "" || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json") {
 		t.Fatalf("%s: not a problem document with a detail: %s", what, r)
 	}
-	if w.status == http.StatusServiceUnavailable && r.header.Get("Retry-After") == "" {
+	if w.status == http.StatusServiceUnavailable && r.Header.Get("Retry-After") == "" {
 		t.Fatalf("%s: a 503 without Retry-After: %s", what, r)
 	}
 }
@@ -53,15 +53,15 @@ func expectAnswer(t testing.TB, what string, r reply, w outcome) {
 // list is GET /v1/sandboxes (all, as the operator).
 func (g *gw) list(t testing.TB) []map[string]any {
 	t.Helper()
-	r := g.do(t, http.MethodGet, "/v1/sandboxes?all=true", g.operator, nil)
-	if r.status != http.StatusOK {
+	r := g.api(t).Do(http.MethodGet, "/v1/sandboxes?all=true", g.operator, nil)
+	if r.Status != http.StatusOK {
 		t.Fatalf("list: %s", r)
 	}
 	var out struct {
 		Sandboxes []map[string]any `json:"sandboxes"`
 	}
-	if err := json.Unmarshal(r.body, &out); err != nil {
-		t.Fatalf("list: %v: %s", err, r.body)
+	if err := json.Unmarshal(r.Body, &out); err != nil {
+		t.Fatalf("list: %v: %s", err, r.Body)
 	}
 	return out.Sandboxes
 }
@@ -80,10 +80,10 @@ func sandboxBody(node string, kv ...any) map[string]any {
 func (g *gw) laterRequestsSucceed(t *testing.T, node string) {
 	t.Helper()
 	sb := g.create(t, g.operator, sandboxBody(node))
-	if out := g.sh(t, sb.id, sb.session, "echo again"); out != "again\n" {
+	if out := g.sh(t, sb.ID, sb.Token, "echo again"); out != "again\n" {
 		t.Fatalf("exec after the fault: %q", out)
 	}
-	if r := g.do(t, http.MethodDelete, "/v1/sandboxes/"+sb.id, sb.session, nil); r.status != http.StatusNoContent {
+	if r := g.api(t).Do(http.MethodDelete, "/v1/sandboxes/"+sb.ID, sb.Token, nil); r.Status != http.StatusNoContent {
 		t.Fatalf("destroy after the fault: %s", r)
 	}
 }
@@ -167,30 +167,30 @@ func TestNomadFaultsOnTheRealAgent(t *testing.T) {
 
 			p.inject(c.faults...)
 			start := time.Now()
-			expectAnswer(t, "create", g.do(t, http.MethodPost, "/v1/sandboxes", g.operator, sandboxBody(sharedNode)), c.create)
+			expectAnswer(t, "create", g.api(t).Do(http.MethodPost, "/v1/sandboxes", g.operator, sandboxBody(sharedNode)), c.create)
 			if c.during != nil {
 				c.during(t, g)
 			}
-			expectAnswer(t, "exec", g.do(t, http.MethodPost, "/v1/sandboxes/"+before.id+"/exec", before.session,
+			expectAnswer(t, "exec", g.api(t).Do(http.MethodPost, "/v1/sandboxes/"+before.ID+"/exec", before.Token,
 				map[string]any{"argv": []string{"echo", "hi"}}), c.exec)
-			expectAnswer(t, "destroy", g.do(t, http.MethodDelete, "/v1/sandboxes/"+before.id, before.session, nil), c.destroy)
+			expectAnswer(t, "destroy", g.api(t).Do(http.MethodDelete, "/v1/sandboxes/"+before.ID, before.Token, nil), c.destroy)
 			t.Logf("create, exec and destroy answered within %s", time.Since(start).Round(time.Millisecond))
 			time.Sleep(5 * time.Second) // the reaper, reconcile and reclaim loops run into the fault too
 
 			if c.ends == "" {
-				if st := g.status(t, before.id); st["state"] != "running" {
+				if st := g.status(t, before.ID); st["state"] != "running" {
 					t.Fatalf("the sandbox made before the fault, whose destroy could not happen: %v", st)
 				}
 			} else {
 				eventually(t, 30*time.Second, "the sandbox made before ends "+c.ends, func() bool {
-					st := g.status(t, before.id)
+					st := g.status(t, before.ID)
 					return st["state"] == "ended" && st["end_reason"] == c.ends
 				})
 			}
 			p.clear()
 			checkConsistent(t, g, "after the fault cleared")
 			if c.ends == "" {
-				if r := g.do(t, http.MethodDelete, "/v1/sandboxes/"+before.id, before.session, nil); r.status != http.StatusNoContent {
+				if r := g.api(t).Do(http.MethodDelete, "/v1/sandboxes/"+before.ID, before.Token, nil); r.Status != http.StatusNoContent {
 					t.Fatalf("destroy once Nomad answers: %s", r)
 				}
 			}
@@ -218,64 +218,50 @@ func TestNomadCuttingTheExecStreamOnTheRealAgent(t *testing.T) {
 	r := waitReply(t, done, 30*time.Second, "the exec whose stream was cut")
 	t.Logf("the cut exec answered %s after %s", r, time.Since(cut).Round(time.Millisecond))
 	expectAnswer(t, "the exec whose stream was cut", r, unavailable)
-	if st := g.status(t, sb.id); st["state"] != "running" {
+	if st := g.status(t, sb.ID); st["state"] != "running" {
 		t.Fatalf("after a cut exec stream: %v", st)
 	}
-	if out := g.sh(t, sb.id, sb.session, "echo still"); out != "still\n" {
+	if out := g.sh(t, sb.ID, sb.Token, "echo still"); out != "still\n" {
 		t.Fatalf("exec after the cut: %q", out)
 	}
-	if r := g.do(t, http.MethodDelete, "/v1/sandboxes/"+sb.id, sb.session, nil); r.status != http.StatusNoContent {
+	if r := g.api(t).Do(http.MethodDelete, "/v1/sandboxes/"+sb.ID, sb.Token, nil); r.Status != http.StatusNoContent {
 		t.Fatalf("destroy: %s", r)
 	}
 	checkConsistent(t, g, "after the destroy")
 }
 
 // execAsync starts an exec of script and returns where its answer arrives.
-func (g *gw) execAsync(t *testing.T, sb sandbox, script string, timeoutSeconds int) <-chan reply {
+func (g *gw) execAsync(t *testing.T, sb apitest.Created, script string, timeoutSeconds int) <-chan apitest.Reply {
 	t.Helper()
-	b, err := json.Marshal(map[string]any{"argv": []string{"sh", "-c", script}, "timeout_seconds": timeoutSeconds})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan reply, 1)
+	body := map[string]any{"argv": []string{"sh", "-c", script}, "timeout_seconds": timeoutSeconds}
+	done := make(chan apitest.Reply, 1)
 	go func() {
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, g.url+"/v1/sandboxes/"+sb.id+"/exec", bytes.NewReader(b))
+		r, err := g.api(t).Send(apitest.Request{Method: http.MethodPost, Path: "/v1/sandboxes/" + sb.ID + "/exec", Token: sb.Token, Body: body, Context: t.Context()})
 		if err != nil {
-			done <- reply{status: -1, body: []byte(err.Error())}
-			return
+			r = apitest.Reply{Status: -1, Body: []byte(err.Error())}
 		}
-		req.Header.Set("Authorization", "Bearer "+sb.session)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := httpClient.Do(req)
-		if err != nil {
-			done <- reply{status: -1, body: []byte(err.Error())}
-			return
-		}
-		defer resp.Body.Close()
-		var body bytes.Buffer
-		_, _ = body.ReadFrom(resp.Body)
-		done <- reply{resp.StatusCode, resp.Header, body.Bytes()}
+		done <- r
 	}()
 	return done
 }
 
 // waitBegun waits until the script of execAsync has touched its mark.
-func (g *gw) waitBegun(t *testing.T, sb sandbox) {
+func (g *gw) waitBegun(t *testing.T, sb apitest.Created) {
 	t.Helper()
 	eventually(t, 20*time.Second, "the long command began", func() bool {
-		res := g.exec(t, sb.id, sb.session, map[string]any{"argv": []string{"test", "-f", "/workspace/begun"}})
+		res := g.exec(t, sb.ID, sb.Token, map[string]any{"argv": []string{"test", "-f", "/workspace/begun"}})
 		return res.code() == 0
 	})
 }
 
-func waitReply(t *testing.T, done <-chan reply, d time.Duration, what string) reply {
+func waitReply(t *testing.T, done <-chan apitest.Reply, d time.Duration, what string) apitest.Reply {
 	t.Helper()
 	select {
 	case r := <-done:
 		return r
 	case <-time.After(d):
 		t.Fatalf("%s: no answer within %s (it hangs)", what, d)
-		return reply{}
+		return apitest.Reply{}
 	}
 }
 
@@ -305,7 +291,7 @@ func TestTheNodesAgentCrashingMidExec(t *testing.T) {
 
 // afterTheAgentComesBack restarts a killed node agent and requires what
 // runsAgainOrEndedLost does.
-func afterTheAgentComesBack(t *testing.T, a *agent, g *gw, sb sandbox, node string) {
+func afterTheAgentComesBack(t *testing.T, a *agent, g *gw, sb apitest.Created, node string) {
 	t.Helper()
 	if err := a.Restart(); err != nil {
 		t.Fatal(err)
@@ -318,36 +304,36 @@ func afterTheAgentComesBack(t *testing.T, a *agent, g *gw, sb sandbox, node stri
 // or to have ended lost (Nomad replaced its allocation), then destroys it
 // if it runs, and requires the records, the budget and the node to agree
 // and no container of it to be left.
-func runsAgainOrEndedLost(t *testing.T, g *gw, sb sandbox, node string) {
+func runsAgainOrEndedLost(t *testing.T, g *gw, sb apitest.Created, node string) {
 	t.Helper()
 	var st map[string]any
 	eventually(t, 90*time.Second, "the sandbox runs again or has ended lost", func() bool {
-		st = g.status(t, sb.id)
+		st = g.status(t, sb.ID)
 		if st["state"] == "ended" {
 			return true
 		}
-		res := g.do(t, http.MethodPost, "/v1/sandboxes/"+sb.id+"/exec", sb.session, map[string]any{"argv": []string{"echo", "back"}})
-		return res.status == http.StatusOK
+		res := g.api(t).Do(http.MethodPost, "/v1/sandboxes/"+sb.ID+"/exec", sb.Token, map[string]any{"argv": []string{"echo", "back"}})
+		return res.Status == http.StatusOK
 	})
 	t.Logf("after the agent came back: state %v, end_reason %v, last_error %v", st["state"], st["end_reason"], st["last_error"])
 	if st["state"] != "ended" {
-		r := g.do(t, http.MethodDelete, "/v1/sandboxes/"+sb.id, sb.session, nil)
+		r := g.api(t).Do(http.MethodDelete, "/v1/sandboxes/"+sb.ID, sb.Token, nil)
 		// The old container may still answer an exec for a moment after
 		// the agent is back, until Nomad places the allocation that
 		// replaces it; the gateway then ends the sandbox lost and revokes
 		// its token, and the destroy is refused.
-		if r.status != http.StatusNoContent {
-			if st = g.status(t, sb.id); st["state"] != "ended" {
+		if r.Status != http.StatusNoContent {
+			if st = g.status(t, sb.ID); st["state"] != "ended" {
 				t.Fatalf("destroy after the agent came back: %s", r)
 			}
-			t.Logf("the destroy after the agent came back was refused (%d) as the sandbox had just ended %v: %v", r.status, st["end_reason"], st["last_error"])
+			t.Logf("the destroy after the agent came back was refused (%d) as the sandbox had just ended %v: %v", r.Status, st["end_reason"], st["last_error"])
 		}
 	}
 	if st["state"] == "ended" && st["end_reason"] != "lost" {
 		t.Fatalf("a sandbox whose node's agent was down ended %v, want lost: %v", st["end_reason"], st)
 	}
 	checkConsistentOn(t, g, node, "after the agent came back")
-	eventually(t, 60*time.Second, "the sandbox's containers removed", func() bool { return containersOf(sb.id) == 0 })
+	eventually(t, 60*time.Second, "the sandbox's containers removed", func() bool { return containersOf(sb.ID) == 0 })
 	g.waitNodeReady(t, node)
 }
 
@@ -369,7 +355,7 @@ func TestAnAllocationThatNeverStartsFailsItsSandbox(t *testing.T) {
 	t.Cleanup(a.Thaw) // runs before ownNode's stop
 
 	a.Freeze()
-	r := g.do(t, http.MethodPost, "/v1/sandboxes", g.operator, sandboxBody(node))
+	r := g.api(t).Do(http.MethodPost, "/v1/sandboxes", g.operator, sandboxBody(node))
 	t.Logf("create on a hung node: %s", r)
 	expectAnswer(t, "create on a hung node", r, unavailable)
 	checkConsistentOn(t, g, node, "after the create on a hung node")
@@ -417,21 +403,21 @@ func (g *gw) createAndThen(t *testing.T, p *nomadProxy, fault func(), body map[s
 	p.after(func(r *http.Request, resp *http.Response) bool {
 		return r.Method == http.MethodPut && r.URL.Path == "/v1/jobs" && resp.StatusCode == http.StatusOK
 	}, fault)
-	r := g.do(t, http.MethodPost, "/v1/sandboxes", g.operator, body)
+	r := g.api(t).Do(http.MethodPost, "/v1/sandboxes", g.operator, body)
 	t.Logf("%s: %s", what, r)
-	switch r.status {
+	switch r.Status {
 	case http.StatusCreated, http.StatusAccepted:
 	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
-		m := r.object(t)
+		m := r.JSON(t)
 		id, _ := m["sandbox_id"].(string)
-		if m["code"] != "placement_failed" || r.header.Get("Retry-After") == "" {
+		if m["code"] != "placement_failed" || r.Header.Get("Retry-After") == "" {
 			t.Fatalf("%s: %s", what, r)
 		}
 		return id, m
 	default:
 		t.Fatalf("%s: %s", what, r)
 	}
-	m := r.object(t)
+	m := r.JSON(t)
 	id, _ := m["id"].(string)
 	return id, m
 }
@@ -460,8 +446,8 @@ func failedOrEnded(t *testing.T, g *gw, node, id string, m map[string]any, reaso
 		t.Fatalf("a sandbox that never ran does not say why: %v", st)
 	}
 	if tok, _ := m["token"].(string); tok != "" {
-		r := g.do(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", tok, map[string]any{"argv": []string{"true"}})
-		if r.status < 400 || r.status >= 500 {
+		r := g.api(t).Do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", tok, map[string]any{"argv": []string{"true"}})
+		if r.Status < 400 || r.Status >= 500 {
 			t.Fatalf("exec with the token of a sandbox that never ran: %s", r)
 		}
 	}
@@ -492,7 +478,7 @@ func (g *gw) waitNodeReady(t *testing.T, name string) {
 		if !ready {
 			return false
 		}
-		r := g.do(t, http.MethodGet, "/v1/hosts", g.operator, nil)
+		r := g.api(t).Do(http.MethodGet, "/v1/hosts", g.operator, nil)
 		var hosts struct {
 			Hosts []struct {
 				Name  string `json:"name"`
@@ -503,7 +489,7 @@ func (g *gw) waitNodeReady(t *testing.T, name string) {
 				} `json:"nomad"`
 			} `json:"hosts"`
 		}
-		if r.status != http.StatusOK || json.Unmarshal(r.body, &hosts) != nil {
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &hosts) != nil {
 			return false
 		}
 		for _, h := range hosts.Hosts {
@@ -525,7 +511,7 @@ func TestAStreamingExecWhoseNodesAgentIsKilled(t *testing.T) {
 	const node = "worker-stream-crash"
 	a, g := ownNode(t, gwNode{Name: node})
 	sb := g.create(t, g.operator, sandboxBody(node))
-	c, err := client.New(client.Config{Addr: g.url, Token: sb.session})
+	c, err := client.New(client.Config{Addr: g.url, Token: sb.Token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -536,7 +522,7 @@ func TestAStreamingExecWhoseNodesAgentIsKilled(t *testing.T) {
 		last       client.ExecEvent
 		killed     time.Time
 	)
-	for ev, err := range c.ExecStream(ctx, sb.id, client.ExecRequest{Argv: []string{"sh", "-c", "echo started; sleep 60"}, TimeoutSeconds: 90}) {
+	for ev, err := range c.ExecStream(ctx, sb.ID, client.ExecRequest{Argv: []string{"sh", "-c", "echo started; sleep 60"}, TimeoutSeconds: 90}) {
 		if err != nil {
 			t.Fatalf("the stream: %v (events %v)", err, transcript)
 		}
@@ -621,7 +607,7 @@ func TestAStreamingExecWhoseNodesAgentGoesSilent(t *testing.T) {
 	// The sandbox's record stays running while its node is down (it may
 	// come back), so nothing ended it meanwhile: not sandbox_lost.
 	if last.code() != "timeout" {
-		t.Fatalf("the stream of a silent agent ended with %s, want an error with code timeout (sandbox state now %v)", last, g.status(t, sb.id)["state"])
+		t.Fatalf("the stream of a silent agent ended with %s, want an error with code timeout (sandbox state now %v)", last, g.status(t, sb.ID)["state"])
 	}
 	// One second for the gateway's own work after the deadline (a store
 	// read) and the loaded machine.

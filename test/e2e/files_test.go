@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sandgate/gateway/apitest"
 )
 
 // TestFilesOnTheRealAgent drives the files routes (PUT, GET, DELETE of
@@ -46,12 +48,12 @@ func TestFilesOnTheRealAgent(t *testing.T) {
 	}
 }
 
-func filesRoundTrip(t *testing.T, g *gw, sb sandbox, blob []byte) {
+func filesRoundTrip(t *testing.T, g *gw, sb apitest.Created, blob []byte) {
 	const p = "/workspace/sub/dir/blob.bin"
 	start := time.Now()
 	r := g.file(t.Context(), t, http.MethodPut, sb, p, blob, "mode", "0600")
 	put := time.Since(start)
-	if r.status != http.StatusOK {
+	if r.Status != http.StatusOK {
 		t.Fatalf("put: %s", r)
 	}
 	var info struct {
@@ -59,18 +61,18 @@ func filesRoundTrip(t *testing.T, g *gw, sb sandbox, blob []byte) {
 		Size             int64
 		ModifiedAt       string `json:"modified_at"`
 	}
-	if err := json.Unmarshal(r.body, &info); err != nil {
-		t.Fatalf("put answer %s: %v", r.body, err)
+	if err := json.Unmarshal(r.Body, &info); err != nil {
+		t.Fatalf("put answer %s: %v", r.Body, err)
 	}
 	mtime, err := time.Parse(time.RFC3339, info.ModifiedAt)
 	if info.Path != p || info.Type != "file" || info.Size != int64(len(blob)) || info.Mode != "0600" || err != nil || time.Since(mtime).Abs() > 5*time.Minute {
-		t.Fatalf("put answered %s", r.body)
+		t.Fatalf("put answered %s", r.Body)
 	}
 	for name, want := range map[string]string{
 		"X-Sandgate-Max-Write-Bytes": "67108864", "X-Sandgate-Max-Read-Bytes": "67108864",
 		"X-Sandgate-Max-List-Entries": "1000", "X-Sandgate-Files-Timeout-Seconds": "300",
 	} {
-		if got := r.header.Get(name); got != want {
+		if got := r.Header.Get(name); got != want {
 			t.Errorf("put: %s %q, want %q", name, got, want)
 		}
 	}
@@ -78,15 +80,15 @@ func filesRoundTrip(t *testing.T, g *gw, sb sandbox, blob []byte) {
 	start = time.Now()
 	r = g.file(t.Context(), t, http.MethodGet, sb, p, nil)
 	get := time.Since(start)
-	if r.status != http.StatusOK || !bytes.Equal(r.body, blob) {
-		t.Fatalf("get: status %d, %d bytes, identical %v", r.status, len(r.body), bytes.Equal(r.body, blob))
+	if r.Status != http.StatusOK || !bytes.Equal(r.Body, blob) {
+		t.Fatalf("get: status %d, %d bytes, identical %v", r.Status, len(r.Body), bytes.Equal(r.Body, blob))
 	}
 	for name, want := range map[string]string{
 		"Content-Type": "application/octet-stream", "Content-Length": strconv.Itoa(len(blob)),
 		"X-Sandgate-File-Mode": "0600", "X-Sandgate-File-Modified": info.ModifiedAt,
 		"Last-Modified": mtime.Format(http.TimeFormat), "X-Sandgate-Max-Read-Bytes": "67108864",
 	} {
-		if got := r.header.Get(name); got != want {
+		if got := r.Header.Get(name); got != want {
 			t.Errorf("get: %s %q, want %q", name, got, want)
 		}
 	}
@@ -97,15 +99,15 @@ func filesRoundTrip(t *testing.T, g *gw, sb sandbox, blob []byte) {
 	for _, w := range []struct{ off, length, want int }{{1 << 20, 65536, 65536}, {len(blob) - 10, 100, 10}, {len(blob) + 1, 5, 0}} {
 		r = g.file(t.Context(), t, http.MethodGet, sb, p, nil, "offset", strconv.Itoa(w.off), "length", strconv.Itoa(w.length))
 		from := min(w.off, len(blob))
-		if r.status != http.StatusOK || !bytes.Equal(r.body, blob[from:from+w.want]) || r.header.Get("X-Sandgate-File-Size") != strconv.Itoa(len(blob)) ||
-			r.header.Get("X-Sandgate-File-Offset") != strconv.Itoa(w.off) {
-			t.Fatalf("window %+v: status %d, %d bytes, headers %v", w, r.status, len(r.body), r.header)
+		if r.Status != http.StatusOK || !bytes.Equal(r.Body, blob[from:from+w.want]) || r.Header.Get("X-Sandgate-File-Size") != strconv.Itoa(len(blob)) ||
+			r.Header.Get("X-Sandgate-File-Offset") != strconv.Itoa(w.off) {
+			t.Fatalf("window %+v: status %d, %d bytes, headers %v", w, r.Status, len(r.Body), r.Header)
 		}
 	}
 
 	// The image's own tools agree with what was sent.
 	sum := sha256.Sum256(blob)
-	out := g.sh(t, sb.id, sb.session, "cd /workspace/sub/dir && sha256sum blob.bin && wc -c < blob.bin && stat -c %a blob.bin && ls -a")
+	out := g.sh(t, sb.ID, sb.Token, "cd /workspace/sub/dir && sha256sum blob.bin && wc -c < blob.bin && stat -c %a blob.bin && ls -a")
 	want := []string{hex.EncodeToString(sum[:]) + "  blob.bin", strconv.Itoa(len(blob)), "600", ".", "..", "blob.bin"}
 	got := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	for i := range got {
@@ -116,18 +118,18 @@ func filesRoundTrip(t *testing.T, g *gw, sb sandbox, blob []byte) {
 	}
 
 	// A second put replaces the file whole, with the default mode.
-	if r = g.file(t.Context(), t, http.MethodPut, sb, p, []byte("small\n")); r.status != http.StatusOK || r.object(t)["mode"] != "0644" || r.object(t)["size"] != float64(6) {
+	if r = g.file(t.Context(), t, http.MethodPut, sb, p, []byte("small\n")); r.Status != http.StatusOK || r.JSON(t)["mode"] != "0644" || r.JSON(t)["size"] != float64(6) {
 		t.Fatalf("replacing put: %s", r)
 	}
-	if r = g.file(t.Context(), t, http.MethodGet, sb, p, nil); r.status != http.StatusOK || string(r.body) != "small\n" || r.header.Get("X-Sandgate-File-Mode") != "0644" {
-		t.Fatalf("get of the replaced file: %s %v", r, r.header)
+	if r = g.file(t.Context(), t, http.MethodGet, sb, p, nil); r.Status != http.StatusOK || string(r.Body) != "small\n" || r.Header.Get("X-Sandgate-File-Mode") != "0644" {
+		t.Fatalf("get of the replaced file: %s %v", r, r.Header)
 	}
 }
 
-func filesListing(t *testing.T, g *gw, sb sandbox) {
-	g.sh(t, sb.id, sb.session, `cd /workspace && mkdir list && cd list && mkdir d && : > 'sp ace' && printf 12345 > "$(printf 'new\nline')" && printf ab > '-rf' && : > .hidden && ln -s d link`)
+func filesListing(t *testing.T, g *gw, sb apitest.Created) {
+	g.sh(t, sb.ID, sb.Token, `cd /workspace && mkdir list && cd list && mkdir d && : > 'sp ace' && printf 12345 > "$(printf 'new\nline')" && printf ab > '-rf' && : > .hidden && ln -s d link`)
 	r := g.file(t.Context(), t, http.MethodGet, sb, "/workspace/list", nil)
-	if r.status != http.StatusOK {
+	if r.Status != http.StatusOK {
 		t.Fatalf("list: %s", r)
 	}
 	var l struct {
@@ -140,8 +142,8 @@ func filesListing(t *testing.T, g *gw, sb sandbox) {
 		Truncated bool
 		Total     int
 	}
-	if err := json.Unmarshal(r.body, &l); err != nil {
-		t.Fatalf("listing %s: %v", r.body, err)
+	if err := json.Unmarshal(r.Body, &l); err != nil {
+		t.Fatalf("listing %s: %v", r.Body, err)
 	}
 	got := map[string]string{}
 	for _, e := range l.Entries {
@@ -157,39 +159,39 @@ func filesListing(t *testing.T, g *gw, sb sandbox) {
 		}
 	}
 	if l.Path != "/workspace/list" || l.Total != len(want) || len(l.Entries) != len(want) || l.Truncated {
-		t.Fatalf("listing: %s", r.body)
+		t.Fatalf("listing: %s", r.Body)
 	}
 	// The listing of /workspace holds what the other subtests made.
-	if r = g.file(t.Context(), t, http.MethodGet, sb, "/workspace", nil); r.status != http.StatusOK || !strings.Contains(string(r.body), `"name":"list","type":"dir"`) {
+	if r = g.file(t.Context(), t, http.MethodGet, sb, "/workspace", nil); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"name":"list","type":"dir"`) {
 		t.Fatalf("list /workspace: %s", r)
 	}
 }
 
-func filesDelete(t *testing.T, g *gw, sb sandbox) {
+func filesDelete(t *testing.T, g *gw, sb apitest.Created) {
 	for _, p := range []string{"/tmp/del/a/one", "/tmp/del/a/b/two"} {
-		if r := g.file(t.Context(), t, http.MethodPut, sb, p, []byte(p)); r.status != http.StatusOK {
+		if r := g.file(t.Context(), t, http.MethodPut, sb, p, []byte(p)); r.Status != http.StatusOK {
 			t.Fatalf("put %s: %s", p, r)
 		}
 	}
-	expectProblem(t, g.file(t.Context(), t, http.MethodDelete, sb, "/tmp/del", nil), http.StatusConflict, "directory_not_empty")
-	if r := g.file(t.Context(), t, http.MethodDelete, sb, "/tmp/del/a/one", nil); r.status != http.StatusNoContent {
+	apitest.ExpectProblem(t, g.file(t.Context(), t, http.MethodDelete, sb, "/tmp/del", nil), http.StatusConflict, "directory_not_empty")
+	if r := g.file(t.Context(), t, http.MethodDelete, sb, "/tmp/del/a/one", nil); r.Status != http.StatusNoContent {
 		t.Fatalf("delete a file: %s", r)
 	}
-	expectProblem(t, g.file(t.Context(), t, http.MethodDelete, sb, "/tmp/del/a/one", nil), http.StatusNotFound, "file_not_found")
-	if r := g.file(t.Context(), t, http.MethodDelete, sb, "/tmp/del", nil, "recursive", "true"); r.status != http.StatusNoContent {
+	apitest.ExpectProblem(t, g.file(t.Context(), t, http.MethodDelete, sb, "/tmp/del/a/one", nil), http.StatusNotFound, "file_not_found")
+	if r := g.file(t.Context(), t, http.MethodDelete, sb, "/tmp/del", nil, "recursive", "true"); r.Status != http.StatusNoContent {
 		t.Fatalf("recursive delete: %s", r)
 	}
-	if out := g.sh(t, sb.id, sb.session, "ls -a /tmp; [ ! -e /tmp/del ] && echo gone"); !strings.HasSuffix(out, "gone\n") {
+	if out := g.sh(t, sb.ID, sb.Token, "ls -a /tmp; [ ! -e /tmp/del ] && echo gone"); !strings.HasSuffix(out, "gone\n") {
 		t.Fatalf("after the recursive delete: %q", out)
 	}
-	expectProblem(t, g.file(t.Context(), t, http.MethodGet, sb, "/tmp/del/a/b/two", nil), http.StatusNotFound, "file_not_found")
+	apitest.ExpectProblem(t, g.file(t.Context(), t, http.MethodGet, sb, "/tmp/del/a/b/two", nil), http.StatusNotFound, "file_not_found")
 }
 
-func filesLinks(t *testing.T, g *gw, sb sandbox) {
+func filesLinks(t *testing.T, g *gw, sb apitest.Created) {
 	// What /etc holds, as the image's tools see it: before and after.
 	const etcState = `stat -c '%n %s %Y %i' /etc /etc/passwd && ls -a /etc && cat /etc/passwd`
-	before := g.sh(t, sb.id, sb.session, etcState)
-	g.sh(t, sb.id, sb.session, `ln -s /etc /workspace/etc && ln -s /etc/passwd /tmp/pw && ln -s ../etc /workspace/up && ln -s /nowhere /workspace/dangling`)
+	before := g.sh(t, sb.ID, sb.Token, etcState)
+	g.sh(t, sb.ID, sb.Token, `ln -s /etc /workspace/etc && ln -s /etc/passwd /tmp/pw && ln -s ../etc /workspace/up && ln -s /nowhere /workspace/dangling`)
 	for _, c := range []struct {
 		method, path string
 		body         []byte
@@ -201,53 +203,53 @@ func filesLinks(t *testing.T, g *gw, sb sandbox) {
 		{http.MethodDelete, "/workspace/etc/passwd", nil}, {http.MethodDelete, "/workspace/up/passwd", nil},
 	} {
 		t.Run(c.method+" "+c.path, func(t *testing.T) {
-			expectProblem(t, g.file(t.Context(), t, c.method, sb, c.path, c.body), http.StatusForbidden, "path_escapes_roots")
+			apitest.ExpectProblem(t, g.file(t.Context(), t, c.method, sb, c.path, c.body), http.StatusForbidden, "path_escapes_roots")
 		})
 	}
-	if after := g.sh(t, sb.id, sb.session, etcState); after != before {
+	if after := g.sh(t, sb.ID, sb.Token, etcState); after != before {
 		t.Fatalf("/etc changed:\n%s\nafter:\n%s", before, after)
 	}
-	if out := g.sh(t, sb.id, sb.session, `for p in /etc/x /etc/new; do [ -e "$p" ] && echo "$p"; done; echo checked`); out != "checked\n" {
+	if out := g.sh(t, sb.ID, sb.Token, `for p in /etc/x /etc/new; do [ -e "$p" ] && echo "$p"; done; echo checked`); out != "checked\n" {
 		t.Fatalf("written outside the roots: %q", out)
 	}
 
 	// Deleting a link removes the link, never its target.
-	if r := g.file(t.Context(), t, http.MethodDelete, sb, "/workspace/etc", nil); r.status != http.StatusNoContent {
+	if r := g.file(t.Context(), t, http.MethodDelete, sb, "/workspace/etc", nil); r.Status != http.StatusNoContent {
 		t.Fatalf("delete the link: %s", r)
 	}
-	if r := g.file(t.Context(), t, http.MethodDelete, sb, "/tmp/pw", nil); r.status != http.StatusNoContent {
+	if r := g.file(t.Context(), t, http.MethodDelete, sb, "/tmp/pw", nil); r.Status != http.StatusNoContent {
 		t.Fatalf("delete the link: %s", r)
 	}
-	if after := g.sh(t, sb.id, sb.session, etcState); after != before {
+	if after := g.sh(t, sb.ID, sb.Token, etcState); after != before {
 		t.Fatalf("deleting links changed /etc:\n%s\nafter:\n%s", before, after)
 	}
 
 	// Links that stay in the roots are followed, absolute or relative.
-	if r := g.file(t.Context(), t, http.MethodPut, sb, "/workspace/inroot/a.txt", []byte("hello")); r.status != http.StatusOK {
+	if r := g.file(t.Context(), t, http.MethodPut, sb, "/workspace/inroot/a.txt", []byte("hello")); r.Status != http.StatusOK {
 		t.Fatalf("put: %s", r)
 	}
-	g.sh(t, sb.id, sb.session, `ln -s /workspace/inroot /tmp/in && ln -s a.txt /workspace/inroot/rel`)
+	g.sh(t, sb.ID, sb.Token, `ln -s /workspace/inroot /tmp/in && ln -s a.txt /workspace/inroot/rel`)
 	for _, p := range []string{"/tmp/in/a.txt", "/workspace/inroot/rel", "/tmp/in/rel"} {
-		if r := g.file(t.Context(), t, http.MethodGet, sb, p, nil); r.status != http.StatusOK || string(r.body) != "hello" {
+		if r := g.file(t.Context(), t, http.MethodGet, sb, p, nil); r.Status != http.StatusOK || string(r.Body) != "hello" {
 			t.Errorf("get %s: %s", p, r)
 		}
 	}
-	if r := g.file(t.Context(), t, http.MethodPut, sb, "/tmp/in/b.txt", []byte("via link")); r.status != http.StatusOK || r.object(t)["path"] != "/tmp/in/b.txt" {
+	if r := g.file(t.Context(), t, http.MethodPut, sb, "/tmp/in/b.txt", []byte("via link")); r.Status != http.StatusOK || r.JSON(t)["path"] != "/tmp/in/b.txt" {
 		t.Fatalf("put through an in-root link: %s", r)
 	}
-	if out := g.sh(t, sb.id, sb.session, "cat /workspace/inroot/b.txt"); out != "via link" {
+	if out := g.sh(t, sb.ID, sb.Token, "cat /workspace/inroot/b.txt"); out != "via link" {
 		t.Fatalf("the put through /tmp/in landed elsewhere: %q", out)
 	}
-	if r := g.file(t.Context(), t, http.MethodPut, sb, "/workspace/inroot/rel", []byte("replaced")); r.status != http.StatusOK {
+	if r := g.file(t.Context(), t, http.MethodPut, sb, "/workspace/inroot/rel", []byte("replaced")); r.Status != http.StatusOK {
 		t.Fatalf("put onto an in-root link: %s", r)
 	}
-	if out := g.sh(t, sb.id, sb.session, "cat /workspace/inroot/a.txt; [ -L /workspace/inroot/rel ] && echo ' still a link'"); out != "replaced still a link\n" {
+	if out := g.sh(t, sb.ID, sb.Token, "cat /workspace/inroot/a.txt; [ -L /workspace/inroot/rel ] && echo ' still a link'"); out != "replaced still a link\n" {
 		t.Fatalf("a put onto a link writes its target: %q", out)
 	}
 }
 
-func filesFIFO(t *testing.T, g *gw, sb sandbox) {
-	res := g.exec(t, sb.id, sb.session, map[string]any{"argv": []string{"sh", "-c", "command -v mkfifo >/dev/null || exit 3; mkfifo /tmp/fifo"}})
+func filesFIFO(t *testing.T, g *gw, sb apitest.Created) {
+	res := g.exec(t, sb.ID, sb.Token, map[string]any{"argv": []string{"sh", "-c", "command -v mkfifo >/dev/null || exit 3; mkfifo /tmp/fifo"}})
 	if res.code() == 3 {
 		t.Skip("the image has no mkfifo")
 	}
@@ -257,19 +259,19 @@ func filesFIFO(t *testing.T, g *gw, sb sandbox) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	start := time.Now()
-	expectProblem(t, g.file(ctx, t, http.MethodGet, sb, "/tmp/fifo", nil), http.StatusUnprocessableEntity, "not_a_regular_file")
+	apitest.ExpectProblem(t, g.file(ctx, t, http.MethodGet, sb, "/tmp/fifo", nil), http.StatusUnprocessableEntity, "not_a_regular_file")
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("the refusal took %s", d)
 	}
 	r := g.file(ctx, t, http.MethodGet, sb, "/tmp", nil)
-	if r.status != http.StatusOK || !strings.Contains(string(r.body), `"name":"fifo","type":"other"`) {
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"name":"fifo","type":"other"`) {
 		t.Fatalf("list /tmp: %s", r)
 	}
 	// Writing onto it replaces it with a regular file; nothing blocks.
-	if r := g.file(ctx, t, http.MethodPut, sb, "/tmp/fifo", []byte("now a file")); r.status != http.StatusOK {
+	if r := g.file(ctx, t, http.MethodPut, sb, "/tmp/fifo", []byte("now a file")); r.Status != http.StatusOK {
 		t.Fatalf("put onto a FIFO: %s", r)
 	}
-	if r := g.file(ctx, t, http.MethodGet, sb, "/tmp/fifo", nil); r.status != http.StatusOK || string(r.body) != "now a file" {
+	if r := g.file(ctx, t, http.MethodGet, sb, "/tmp/fifo", nil); r.Status != http.StatusOK || string(r.Body) != "now a file" {
 		t.Fatalf("get after the put: %s", r)
 	}
 }
@@ -277,8 +279,8 @@ func filesFIFO(t *testing.T, g *gw, sb sandbox) {
 // filesPutCutShort sends half of a PUT's declared body on a raw
 // connection, waits until the script's temporary file is there (the body
 // is streaming into the sandbox), then closes the connection.
-func filesPutCutShort(t *testing.T, g *gw, sb sandbox, blob []byte) {
-	g.sh(t, sb.id, sb.session, "mkdir -p /workspace/cut")
+func filesPutCutShort(t *testing.T, g *gw, sb apitest.Created, blob []byte) {
+	g.sh(t, sb.ID, sb.Token, "mkdir -p /workspace/cut")
 	u, err := url.Parse(g.url)
 	if err != nil {
 		t.Fatal(err)
@@ -289,7 +291,7 @@ func filesPutCutShort(t *testing.T, g *gw, sb sandbox, blob []byte) {
 	}
 	defer conn.Close()
 	head := fmt.Sprintf("PUT %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n",
-		filesURL(sb.id, "/workspace/cut/blob.bin"), u.Host, sb.session, len(blob))
+		filesURL(sb.ID, "/workspace/cut/blob.bin"), u.Host, sb.Token, len(blob))
 	if _, err := io.WriteString(conn, head); err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +300,7 @@ func filesPutCutShort(t *testing.T, g *gw, sb sandbox, blob []byte) {
 	}
 	const list = "ls -a /workspace/cut"
 	eventually(t, 30*time.Second, "the put's temporary file appears in /workspace/cut", func() bool {
-		return strings.Contains(g.sh(t, sb.id, sb.session, list), ".sandgate-put.")
+		return strings.Contains(g.sh(t, sb.ID, sb.Token, list), ".sandgate-put.")
 	})
 	if err := conn.Close(); err != nil {
 		t.Fatal(err)
@@ -309,41 +311,24 @@ func filesPutCutShort(t *testing.T, g *gw, sb sandbox, blob []byte) {
 	// its own command line).
 	const left = `ls -a /workspace/cut; grep -l 'sandgate-file[s]' /proc/[0-9]*/cmdline 2>/dev/null; true`
 	eventually(t, 30*time.Second, "neither the target, the temporary file nor the script is left", func() bool {
-		return g.sh(t, sb.id, sb.session, left) == ".\n..\n"
+		return g.sh(t, sb.ID, sb.Token, left) == ".\n..\n"
 	})
 	t.Logf("cleaned up %s after the caller went away", time.Since(start).Round(time.Millisecond))
 	// The sandbox still takes a whole put there.
-	if r := g.file(t.Context(), t, http.MethodPut, sb, "/workspace/cut/blob.bin", blob[:1<<20]); r.status != http.StatusOK {
+	if r := g.file(t.Context(), t, http.MethodPut, sb, "/workspace/cut/blob.bin", blob[:1<<20]); r.Status != http.StatusOK {
 		t.Fatalf("a put after the cut one: %s", r)
 	}
 }
 
 // file is one files request with a session token: body, when not nil, is
 // sent raw with its Content-Length; extra are query pairs.
-func (g *gw) file(ctx context.Context, t testing.TB, method string, sb sandbox, p string, body []byte, extra ...string) reply {
+func (g *gw) file(ctx context.Context, t testing.TB, method string, sb apitest.Created, p string, body []byte, extra ...string) apitest.Reply {
 	t.Helper()
-	var rd io.Reader
+	var b any // nil sends no body
 	if body != nil {
-		rd = bytes.NewReader(body)
+		b = body
 	}
-	req, err := http.NewRequestWithContext(ctx, method, g.url+filesURL(sb.id, p, extra...), rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+sb.session)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/octet-stream")
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, p, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: reading the answer: %v", method, p, err)
-	}
-	return reply{resp.StatusCode, resp.Header, data}
+	return g.api(t).DoWith(apitest.Request{Method: method, Path: filesURL(sb.ID, p, extra...), Token: sb.Token, Body: b, Context: ctx})
 }
 
 // filesURL is the files route of a sandbox with ?path= and extra query

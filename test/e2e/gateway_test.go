@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"sandgate/gateway/apitest"
 	"sandgate/gateway/client"
 	"sandgate/test/testbin"
 )
@@ -229,64 +229,17 @@ func (g *gw) jobs(t testing.TB) []string {
 	return ids
 }
 
-// reply is an HTTP answer.
-type reply struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-func (r reply) object(t testing.TB) map[string]any {
-	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(r.body, &m); err != nil {
-		t.Fatalf("status %d: not a JSON object: %s", r.status, r.body)
-	}
-	return m
-}
-
-func (r reply) String() string { return fmt.Sprintf("%d %s", r.status, bytes.TrimSpace(r.body)) }
-
 var httpClient = &http.Client{Timeout: 5 * time.Minute}
 
-func (g *gw) do(t testing.TB, method, path, tok string, body any) reply {
-	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, g.url+path, rd) //nolint:noctx // bounded by the client's timeout
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return reply{resp.StatusCode, resp.Header, data}
+// api is the gateway's API as t speaks it.
+func (g *gw) api(t testing.TB) *apitest.API {
+	return &apitest.API{T: t, URL: g.url, HTTP: httpClient}
 }
 
-// sandbox is a created sandbox and its session token.
-type sandbox struct {
-	id      string
-	session string
-	view    map[string]any
-}
-
-// create creates a sandbox and fails the test unless it runs.
-func (g *gw) create(t testing.TB, tok string, body map[string]any) sandbox {
+// create creates a sandbox on the shared node (100 MHz, 128 MB unless
+// body says otherwise), waiting while the node is full, and fails the
+// test unless it runs.
+func (g *gw) create(t testing.TB, tok string, body map[string]any) apitest.Created {
 	t.Helper()
 	if body == nil {
 		body = map[string]any{}
@@ -301,19 +254,11 @@ func (g *gw) create(t testing.TB, tok string, body map[string]any) sandbox {
 		body["memory_mb"] = 128
 	}
 	r := g.createWhenRoom(t, tok, body)
-	if r.status != http.StatusCreated {
-		t.Fatalf("create %v: %s", body, r)
+	sb := apitest.ExpectCreated(t, r)
+	if sb.State != "running" {
+		t.Fatalf("the sandbox does not run on the real agent: state %v, last_error %v (%s)", sb.State, sb.Body["last_error"], r)
 	}
-	m := r.object(t)
-	id, _ := m["id"].(string)
-	if m["state"] != "running" {
-		t.Fatalf("the sandbox does not run on the real agent: state %v, last_error %v (%s)", m["state"], m["last_error"], r)
-	}
-	session, _ := m["token"].(string)
-	if id == "" || session == "" {
-		t.Fatalf("create answered no id or session token: %s", r)
-	}
-	return sandbox{id: id, session: session, view: m}
+	return sb
 }
 
 // createWhenRoom creates a sandbox from body, waiting while the node is
@@ -322,19 +267,19 @@ func (g *gw) create(t testing.TB, tok string, body map[string]any) sandbox {
 // Nomad, B1, or placement_failed when another gateway's sandbox took the
 // room after admission). It retries until the node has room again, for
 // at most 3 minutes; any other answer is returned as it is.
-func (g *gw) createWhenRoom(t testing.TB, tok string, body map[string]any) reply {
+func (g *gw) createWhenRoom(t testing.TB, tok string, body map[string]any) apitest.Reply {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		r := g.do(t, http.MethodPost, "/v1/sandboxes", tok, body)
-		if r.status != http.StatusTooManyRequests || time.Now().After(deadline) {
+		r := g.api(t).Do(http.MethodPost, "/v1/sandboxes", tok, body)
+		if r.Status != http.StatusTooManyRequests || time.Now().After(deadline) {
 			return r
 		}
 		var p struct {
 			Code    string   `json:"code"`
 			RuleIDs []string `json:"rule_ids"`
 		}
-		full := json.Unmarshal(r.body, &p) == nil &&
+		full := json.Unmarshal(r.Body, &p) == nil &&
 			(p.Code == "placement_failed" || p.Code == "budget_exhausted" && slices.Equal(p.RuleIDs, []string{"B1"}))
 		if !full {
 			return r
@@ -358,14 +303,8 @@ func (e execResult) code() int {
 // exec runs a command and fails the test unless the gateway answered 200.
 func (g *gw) exec(t testing.TB, id, tok string, body map[string]any) execResult {
 	t.Helper()
-	r := g.do(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", tok, body)
-	if r.status != http.StatusOK {
-		t.Fatalf("exec %v: %s", body, r)
-	}
 	var res execResult
-	if err := json.Unmarshal(r.body, &res); err != nil {
-		t.Fatalf("exec answer: %v: %s", err, r.body)
-	}
+	g.api(t).Exec(tok, id, body).Decode(t, &res)
 	return res
 }
 
@@ -383,11 +322,11 @@ func (g *gw) sh(t testing.TB, id, tok, script string) string {
 // status reads a sandbox with the operator token.
 func (g *gw) status(t testing.TB, id string) map[string]any {
 	t.Helper()
-	r := g.do(t, http.MethodGet, "/v1/sandboxes/"+id, g.operator, nil)
-	if r.status != http.StatusOK {
+	r := g.api(t).Do(http.MethodGet, "/v1/sandboxes/"+id, g.operator, nil)
+	if r.Status != http.StatusOK {
 		t.Fatalf("status %s: %s", id, r)
 	}
-	return r.object(t)
+	return r.JSON(t)
 }
 
 // eventually polls cond until it holds or d passes.
@@ -400,17 +339,4 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-}
-
-// expectProblem checks a problem+json answer's status and code.
-func expectProblem(t testing.TB, r reply, status int, code string) map[string]any {
-	t.Helper()
-	if r.status != status {
-		t.Fatalf("want %d %s, got %s", status, code, r)
-	}
-	m := r.object(t)
-	if m["code"] != code {
-		t.Fatalf("want code %s, got %s", code, r)
-	}
-	return m
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"sandgate/gateway/apitest"
 	"sandgate/nomad/localnomad"
 )
 
@@ -28,7 +29,7 @@ func TestExpiryIsRefusedAtAuthorizationThenReaped(t *testing.T) {
 	// reaper's pass at +60 s, long before the one at +90 s.
 	time.Sleep(8 * time.Second)
 	sb := g.create(t, g.operator, map[string]any{"image": imageBusybox, "ttl_seconds": 60})
-	expires, err := time.Parse(time.RFC3339, sb.view["expires_at"].(string))
+	expires, err := time.Parse(time.RFC3339, sb.Body["expires_at"].(string))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,21 +37,21 @@ func TestExpiryIsRefusedAtAuthorizationThenReaped(t *testing.T) {
 		t.Fatalf("expiry %s after the gateway's start: the reaper pass at +60 s would race the check", since)
 	}
 	time.Sleep(time.Until(expires) + 1500*time.Millisecond)
-	r := g.do(t, http.MethodPost, "/v1/sandboxes/"+sb.id+"/exec", sb.session, map[string]any{"argv": []string{"true"}})
-	if m := expectProblem(t, r, http.StatusGone, "sandbox_expired"); !slices.Contains(toStrings(m["rule_ids"]), "T3") {
+	r := g.api(t).Do(http.MethodPost, "/v1/sandboxes/"+sb.ID+"/exec", sb.Token, map[string]any{"argv": []string{"true"}})
+	if m := apitest.ExpectProblem(t, r, http.StatusGone, "sandbox_expired"); !slices.Contains(toStrings(m["rule_ids"]), "T3") {
 		t.Fatalf("exec past expiry: want T3, got %s", r)
 	}
-	if st := g.status(t, sb.id); st["state"] != "running" {
+	if st := g.status(t, sb.ID); st["state"] != "running" {
 		t.Fatalf("the refusal came from the reaper, not from authorization: %v", st)
 	}
 	eventually(t, 40*time.Second, "the reaper ends the expired sandbox", func() bool {
-		st := g.status(t, sb.id)
+		st := g.status(t, sb.ID)
 		return st["state"] == "ended" && st["end_reason"] == "expired"
 	})
 	if jobs := g.jobs(t); len(jobs) != 0 {
 		t.Fatalf("jobs left after the reaper: %v", jobs)
 	}
-	eventually(t, 30*time.Second, "the expired sandbox's container removed", func() bool { return containersOf(sb.id) == 0 })
+	eventually(t, 30*time.Second, "the expired sandbox's container removed", func() bool { return containersOf(sb.ID) == 0 })
 }
 
 // TestAGatewayKilledDuringACreateLeavesNothingBehind sends a create, kills
@@ -94,15 +95,15 @@ func checkConsistentOn(t *testing.T, g *gw, node, when string) {
 	t.Helper()
 	var last string
 	agree := func() bool {
-		r := g.do(t, http.MethodGet, "/v1/sandboxes", g.operator, nil)
-		if r.status != http.StatusOK {
+		r := g.api(t).Do(http.MethodGet, "/v1/sandboxes", g.operator, nil)
+		if r.Status != http.StatusOK {
 			last = r.String()
 			return false
 		}
 		var list struct {
 			Sandboxes []map[string]any `json:"sandboxes"`
 		}
-		if err := json.Unmarshal(r.body, &list); err != nil {
+		if err := json.Unmarshal(r.Body, &list); err != nil {
 			last = err.Error()
 			return false
 		}
@@ -145,8 +146,8 @@ func checkConsistentOn(t *testing.T, g *gw, node, when string) {
 // cpu_mhz, memory_mb.
 func (g *gw) hostUse(t *testing.T, node string) [3]int64 {
 	t.Helper()
-	r := g.do(t, http.MethodGet, "/v1/hosts", g.operator, nil)
-	if r.status != http.StatusOK {
+	r := g.api(t).Do(http.MethodGet, "/v1/hosts", g.operator, nil)
+	if r.Status != http.StatusOK {
 		t.Fatalf("hosts: %s", r)
 	}
 	var hosts struct {
@@ -161,15 +162,15 @@ func (g *gw) hostUse(t *testing.T, node string) [3]int64 {
 			} `json:"budget"`
 		} `json:"hosts"`
 	}
-	if err := json.Unmarshal(r.body, &hosts); err != nil {
-		t.Fatalf("hosts: %v: %s", err, r.body)
+	if err := json.Unmarshal(r.Body, &hosts); err != nil {
+		t.Fatalf("hosts: %v: %s", err, r.Body)
 	}
 	for _, h := range hosts.Hosts {
 		if h.Name == node {
 			return [3]int64{h.Budget.Used.Sandboxes, h.Budget.Used.CPUMHz, h.Budget.Used.MemoryMB}
 		}
 	}
-	t.Fatalf("hosts lists no %s: %s", node, r.body)
+	t.Fatalf("hosts lists no %s: %s", node, r.Body)
 	return [3]int64{}
 }
 
@@ -192,7 +193,7 @@ func TestADrainedNodeIsReclaimed(t *testing.T) {
 		t.Fatalf("drain: %v", err)
 	}
 	eventually(t, 30*time.Second, "the drain reclaims the sandbox (R2)", func() bool {
-		st := g.status(t, sb.id)
+		st := g.status(t, sb.ID)
 		return st["state"] == "ended" && st["end_reason"] == "reclaimed"
 	})
 	if got := g.hostUse(t, node); got != [3]int64{} {
@@ -217,10 +218,10 @@ func TestATaskThatCannotStartSaysWhy(t *testing.T) {
 	t.Parallel()
 	const node = "worker-egress"
 	_, g := ownNode(t, gwNode{Name: node, Egress: true}, `    "sandgate.isolation" = "v1"`)
-	r := g.do(t, http.MethodPost, "/v1/sandboxes", g.operator, map[string]any{
+	r := g.api(t).Do(http.MethodPost, "/v1/sandboxes", g.operator, map[string]any{
 		"node": node, "network": "egress", "image": imageBusybox, "cpu_mhz": 100, "memory_mb": 128})
-	m := r.object(t)
-	if r.status != http.StatusServiceUnavailable || m["code"] != "placement_failed" || m["token"] != nil || r.header.Get("Retry-After") == "" {
+	m := r.JSON(t)
+	if r.Status != http.StatusServiceUnavailable || m["code"] != "placement_failed" || m["token"] != nil || r.Header.Get("Retry-After") == "" {
 		t.Fatalf("a sandbox that cannot start: %s", r)
 	}
 	if d, _ := m["detail"].(string); !strings.Contains(d, "sandgate-egress") {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"sandgate/gateway/apitest"
 )
 
 // TestALostNode kills a node's client agent past its heartbeat TTL and
@@ -22,18 +24,18 @@ func TestALostNode(t *testing.T) {
 	const node = "worker-lost"
 	a, g := ownNode(t, gwNode{Name: node})
 	sb := g.create(t, g.operator, map[string]any{"node": node, "image": imageBusybox})
-	g.sh(t, sb.id, sb.session, "echo state > /workspace/mark")
+	g.sh(t, sb.ID, sb.Token, "echo state > /workspace/mark")
 
 	a.Kill()
 	unavailable := func(when string) {
 		t.Helper()
-		r := g.do(t, http.MethodPost, "/v1/sandboxes/"+sb.id+"/exec", sb.session, map[string]any{"argv": []string{"cat", "/workspace/mark"}})
-		expectProblem(t, r, http.StatusServiceUnavailable, "nomad_unavailable")
-		if r.header.Get("Retry-After") == "" {
+		r := g.api(t).Do(http.MethodPost, "/v1/sandboxes/"+sb.ID+"/exec", sb.Token, map[string]any{"argv": []string{"cat", "/workspace/mark"}})
+		apitest.ExpectProblem(t, r, http.StatusServiceUnavailable, "nomad_unavailable")
+		if r.Header.Get("Retry-After") == "" {
 			t.Fatalf("%s: a 503 without Retry-After: %s", when, r)
 		}
-		r = g.do(t, http.MethodGet, "/v1/sandboxes/"+sb.id+"/logs", sb.session, nil)
-		expectProblem(t, r, http.StatusServiceUnavailable, "nomad_unavailable")
+		r = g.api(t).Do(http.MethodGet, "/v1/sandboxes/"+sb.ID+"/logs", sb.Token, nil)
+		apitest.ExpectProblem(t, r, http.StatusServiceUnavailable, "nomad_unavailable")
 	}
 	unavailable("right after the agent died")
 	n, _, err := suite.api.Nodes().List(nil)
@@ -51,7 +53,7 @@ func TestALostNode(t *testing.T) {
 		return err == nil && info.Status == api.NodeStatusDown
 	})
 	unavailable("with the node down")
-	if st := g.status(t, sb.id); st["state"] != "running" {
+	if st := g.status(t, sb.ID); st["state"] != "running" {
 		t.Fatalf("while the node is down (it may come back): %v", st)
 	}
 
@@ -59,10 +61,10 @@ func TestALostNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 90*time.Second, "the gateway ends the sandbox whose allocation Nomad replaced", func() bool {
-		st := g.status(t, sb.id)
+		st := g.status(t, sb.ID)
 		return st["state"] == "ended"
 	})
-	st := g.status(t, sb.id)
+	st := g.status(t, sb.ID)
 	t.Logf("the lost sandbox: end_reason %v, last_error %q", st["end_reason"], st["last_error"])
 	if st["end_reason"] != "lost" || !strings.Contains(st["last_error"].(string), "allocation") {
 		t.Fatalf("the lost sandbox: %v", st)
@@ -73,9 +75,9 @@ func TestALostNode(t *testing.T) {
 	if jobs := g.jobs(t); len(jobs) != 0 {
 		t.Fatalf("jobs left after the loss: %v", jobs)
 	}
-	r := g.do(t, http.MethodPost, "/v1/sandboxes/"+sb.id+"/exec", g.operator, map[string]any{"argv": []string{"true"}})
-	if r.status < 400 || r.status >= 500 {
+	r := g.api(t).Do(http.MethodPost, "/v1/sandboxes/"+sb.ID+"/exec", g.operator, map[string]any{"argv": []string{"true"}})
+	if r.Status < 400 || r.Status >= 500 {
 		t.Fatalf("exec on the lost sandbox: %s", r)
 	}
-	eventually(t, 60*time.Second, "the lost sandbox's containers removed", func() bool { return containersOf(sb.id) == 0 })
+	eventually(t, 60*time.Second, "the lost sandbox's containers removed", func() bool { return containersOf(sb.ID) == 0 })
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sandgate/gateway/apitest"
 )
 
 // variant is one image and profile of the matrix (network none).
@@ -50,18 +52,18 @@ func TestSandboxesOnARealAgent(t *testing.T) {
 	}
 }
 
-func agentFlow(t *testing.T, g *gw, agent string, sb sandbox) {
-	if r := g.do(t, http.MethodGet, "/v1/sandboxes/"+sb.id, sb.session, nil); r.status != http.StatusOK || r.object(t)["state"] != "running" {
+func agentFlow(t *testing.T, g *gw, agent string, sb apitest.Created) {
+	if r := g.api(t).Do(http.MethodGet, "/v1/sandboxes/"+sb.ID, sb.Token, nil); r.Status != http.StatusOK || r.JSON(t)["state"] != "running" {
 		t.Fatalf("status with the session token: %s", r)
 	}
-	res := g.exec(t, sb.id, sb.session, map[string]any{"argv": []string{"echo", "hi"}})
+	res := g.exec(t, sb.ID, sb.Token, map[string]any{"argv": []string{"echo", "hi"}})
 	if res.code() != 0 || res.Stdout != "hi\n" || res.TimedOut {
 		t.Fatalf("exec echo hi: %+v", res)
 	}
-	if r := g.do(t, http.MethodGet, "/v1/sandboxes/"+sb.id+"/logs?stream=stdout&tail_bytes=4096", sb.session, nil); r.status != http.StatusOK {
+	if r := g.api(t).Do(http.MethodGet, "/v1/sandboxes/"+sb.ID+"/logs?stream=stdout&tail_bytes=4096", sb.Token, nil); r.Status != http.StatusOK {
 		t.Fatalf("logs: %s", r)
 	}
-	if r := g.do(t, http.MethodGet, "/v1/sandboxes/"+sb.id+"/logs?stream=stderr", sb.session, nil); r.status != http.StatusOK {
+	if r := g.api(t).Do(http.MethodGet, "/v1/sandboxes/"+sb.ID+"/logs?stream=stderr", sb.Token, nil); r.Status != http.StatusOK {
 		t.Fatalf("stderr logs: %s", r)
 	}
 	// The session token is refused everywhere but its own sandbox's
@@ -72,23 +74,23 @@ func agentFlow(t *testing.T, g *gw, agent string, sb sandbox) {
 	}{
 		{http.MethodGet, "/v1/sandboxes", nil},
 		{http.MethodPost, "/v1/sandboxes", map[string]any{}},
-		{http.MethodPost, "/v1/sandboxes/" + sb.id + "/extend", map[string]any{"ttl_seconds": 600}},
+		{http.MethodPost, "/v1/sandboxes/" + sb.ID + "/extend", map[string]any{"ttl_seconds": 600}},
 		{http.MethodGet, "/v1/hosts", nil},
 		{http.MethodGet, "/v1/tokens", nil},
 	} {
-		r := g.do(t, c.method, c.path, sb.session, c.body)
-		if m := expectProblem(t, r, http.StatusForbidden, "policy_denied"); !slices.Contains(toStrings(m["rule_ids"]), "T2") {
+		r := g.api(t).Do(c.method, c.path, sb.Token, c.body)
+		if m := apitest.ExpectProblem(t, r, http.StatusForbidden, "policy_denied"); !slices.Contains(toStrings(m["rule_ids"]), "T2") {
 			t.Fatalf("%s %s with a session token: want T2, got %s", c.method, c.path, r)
 		}
 	}
 	// The agent sees its sandbox in its list.
-	if r := g.do(t, http.MethodGet, "/v1/sandboxes", agent, nil); r.status != http.StatusOK || !strings.Contains(string(r.body), sb.id) {
+	if r := g.api(t).Do(http.MethodGet, "/v1/sandboxes", agent, nil); r.Status != http.StatusOK || !strings.Contains(string(r.Body), sb.ID) {
 		t.Fatalf("agent list: %s", r)
 	}
 }
 
-func hardeningInside(t *testing.T, g *gw, sb sandbox, v variant) {
-	status := g.sh(t, sb.id, sb.session, "cat /proc/self/status")
+func hardeningInside(t *testing.T, g *gw, sb apitest.Created, v variant) {
+	status := g.sh(t, sb.ID, sb.Token, "cat /proc/self/status")
 	field := func(name string) string {
 		for line := range strings.SplitSeq(status, "\n") {
 			if k, val, ok := strings.Cut(line, ":"); ok && k == name {
@@ -113,11 +115,11 @@ func hardeningInside(t *testing.T, g *gw, sb sandbox, v variant) {
 	if got := field("Seccomp"); got != "2" {
 		t.Errorf("Seccomp = %s, want 2 (filter)", got)
 	}
-	root := g.sh(t, sb.id, sb.session, `if (: > /.sandgate-rootfs-probe) 2>/dev/null; then rm -f /.sandgate-rootfs-probe; echo writable; else echo read-only; fi`)
+	root := g.sh(t, sb.ID, sb.Token, `if (: > /.sandgate-rootfs-probe) 2>/dev/null; then rm -f /.sandgate-rootfs-probe; echo writable; else echo read-only; fi`)
 	if want := map[string]string{"strict": "read-only\n", "workspace": "writable\n"}[v.profile]; root != want {
 		t.Errorf("root filesystem: %q, want %q", root, want)
 	}
-	mounts := g.sh(t, sb.id, sb.session, "cat /proc/mounts")
+	mounts := g.sh(t, sb.ID, sb.Token, "cat /proc/mounts")
 	for target, size := range map[string]string{"/workspace": "size=262144k", "/tmp": "size=65536k"} {
 		line := mountLine(mounts, target)
 		if !strings.HasPrefix(line, "tmpfs ") || !strings.Contains(line, size) || !strings.Contains(line, " rw") {
@@ -126,20 +128,20 @@ func hardeningInside(t *testing.T, g *gw, sb sandbox, v variant) {
 	}
 	// A write past each cap fails; the same write below it succeeds.
 	for target, capMiB := range map[string]int{"/tmp": 64, "/workspace": 256} {
-		res := g.exec(t, sb.id, sb.session, map[string]any{"argv": []string{"sh", "-c",
+		res := g.exec(t, sb.ID, sb.Token, map[string]any{"argv": []string{"sh", "-c",
 			fmt.Sprintf("dd if=/dev/zero of=%s/fill bs=1048576 count=%d 2>&1; rc=$?; rm -f %s/fill; exit $rc", target, capMiB+8, target)}, "timeout_seconds": 60})
 		if res.code() == 0 || !strings.Contains(strings.ToLower(res.Stdout), "no space") {
 			t.Errorf("writing %d MiB to %s (cap %d MiB): exit %d, %q", capMiB+8, target, capMiB, res.code(), res.Stdout)
 		}
 	}
-	if res := g.exec(t, sb.id, sb.session, map[string]any{"argv": []string{"sh", "-c", "dd if=/dev/zero of=/tmp/fill bs=1048576 count=8 2>/dev/null; rc=$?; rm -f /tmp/fill; exit $rc"}}); res.code() != 0 {
+	if res := g.exec(t, sb.ID, sb.Token, map[string]any{"argv": []string{"sh", "-c", "dd if=/dev/zero of=/tmp/fill bs=1048576 count=8 2>/dev/null; rc=$?; rm -f /tmp/fill; exit $rc"}}); res.code() != 0 {
 		t.Errorf("8 MiB to /tmp: exit %d %q", res.code(), res.Stderr)
 	}
-	ifaces := g.sh(t, sb.id, sb.session, "ls /sys/class/net")
+	ifaces := g.sh(t, sb.ID, sb.Token, "ls /sys/class/net")
 	if strings.Fields(ifaces)[0] != "lo" || len(strings.Fields(ifaces)) != 1 {
 		t.Errorf("network interfaces: %q, want only lo", ifaces)
 	}
-	limits := g.sh(t, sb.id, sb.session, "cat /proc/self/limits")
+	limits := g.sh(t, sb.ID, sb.Token, "cat /proc/self/limits")
 	for name, want := range map[string]string{"Max open files": "1024 1024", "Max processes": "512 512"} {
 		line := ""
 		for l := range strings.SplitSeq(limits, "\n") {
@@ -151,21 +153,21 @@ func hardeningInside(t *testing.T, g *gw, sb sandbox, v variant) {
 			t.Errorf("%s: %q, want %s", name, line, want)
 		}
 	}
-	if init := g.sh(t, sb.id, sb.session, "tr '\\0' ' ' < /proc/1/cmdline"); !strings.HasPrefix(init, "/sbin/docker-init") {
+	if init := g.sh(t, sb.ID, sb.Token, "tr '\\0' ' ' < /proc/1/cmdline"); !strings.HasPrefix(init, "/sbin/docker-init") {
 		t.Errorf("pid 1 is %q, want docker's init", init)
 	}
 	// The pids limit holds: a bounded fork loop in a subshell stops well
 	// short of 400 children when a fork fails (which ends the subshell);
 	// then the outer shell kills its whole process group, children
 	// included, with builtins only (nothing is left to fork with).
-	res := g.exec(t, sb.id, sb.session, map[string]any{"argv": []string{"sh", "-c",
+	res := g.exec(t, sb.ID, sb.Token, map[string]any{"argv": []string{"sh", "-c",
 		`rm -f /tmp/forks; (n=0; while [ $n -lt 400 ]; do sleep 120 & n=$((n+1)); echo $n > /tmp/forks; done); kill -KILL 0`}, "timeout_seconds": 60})
-	forks := strings.TrimSpace(g.sh(t, sb.id, sb.session, `cat /tmp/forks; rm -f /tmp/forks`))
+	forks := strings.TrimSpace(g.sh(t, sb.ID, sb.Token, `cat /tmp/forks; rm -f /tmp/forks`))
 	if n, err := strconv.Atoi(forks); err != nil || n >= 256 || n < 100 || res.code() != 137 {
 		t.Errorf("fork loop: %q children before the pids limit stopped it (exit %d, %q); want fewer than 256, then 137", forks, res.code(), res.Stderr)
 	}
 	// The node is still usable after the fork test.
-	if out := g.sh(t, sb.id, sb.session, "echo alive"); out != "alive\n" {
+	if out := g.sh(t, sb.ID, sb.Token, "echo alive"); out != "alive\n" {
 		t.Errorf("after the fork test: %q", out)
 	}
 }
@@ -179,8 +181,8 @@ func mountLine(mounts, target string) string {
 	return ""
 }
 
-func hardeningOnHost(t *testing.T, g *gw, sb sandbox, v variant) {
-	c := inspectSandbox(t, sb.id)
+func hardeningOnHost(t *testing.T, g *gw, sb apitest.Created, v variant) {
+	c := inspectSandbox(t, sb.ID)
 	h := c.HostConfig
 	if h.Privileged {
 		t.Error("privileged")
@@ -234,7 +236,7 @@ func hardeningOnHost(t *testing.T, g *gw, sb sandbox, v variant) {
 	if ul["nofile"] != "1024:1024" || ul["nproc"] != "512:512" || len(ul) != 2 {
 		t.Errorf("Ulimits %v, want nofile 1024:1024 and nproc 512:512", ul)
 	}
-	if c.Config.Labels["sandgate.sandbox_id"] != sb.id {
+	if c.Config.Labels["sandgate.sandbox_id"] != sb.ID {
 		t.Errorf("label sandgate.sandbox_id = %q", c.Config.Labels["sandgate.sandbox_id"])
 	}
 	// No mounts beyond the job's two tmpfs work areas and the three task
@@ -265,8 +267,8 @@ func hardeningOnHost(t *testing.T, g *gw, sb sandbox, v variant) {
 	}
 }
 
-func execSemantics(t *testing.T, g *gw, sb sandbox) {
-	run := func(body map[string]any) execResult { return g.exec(t, sb.id, sb.session, body) }
+func execSemantics(t *testing.T, g *gw, sb apitest.Created) {
+	run := func(body map[string]any) execResult { return g.exec(t, sb.ID, sb.Token, body) }
 	for _, c := range []struct {
 		argv []string
 		code int
@@ -315,21 +317,21 @@ func execSemantics(t *testing.T, g *gw, sb sandbox) {
 	if !res.TimedOut || time.Since(start) > 20*time.Second {
 		t.Errorf("timeout: %+v after %s", res, time.Since(start))
 	}
-	left := g.sh(t, sb.id, sb.session, `for p in /proc/[0-9]*; do c=$(tr '\0' ' ' < $p/cmdline 2>/dev/null); case "$c" in yes*|"sleep 300"*|"sleep 30"*) echo "${p#/proc/} $c";; esac; done`)
+	left := g.sh(t, sb.ID, sb.Token, `for p in /proc/[0-9]*; do c=$(tr '\0' ' ' < $p/cmdline 2>/dev/null); case "$c" in yes*|"sleep 300"*|"sleep 30"*) echo "${p#/proc/} $c";; esac; done`)
 	if strings.TrimSpace(left) != "" {
 		t.Errorf("processes of the timed-out command still run:\n%s", left)
 	}
 }
 
-func callersPATHCannotReplaceTheWrapper(t *testing.T, g *gw, sb sandbox, run func(map[string]any) execResult) {
+func callersPATHCannotReplaceTheWrapper(t *testing.T, g *gw, sb apitest.Created, run func(map[string]any) execResult) {
 	// A directory the caller can write and execute from: /workspace, or in
 	// the workspace profile any writable place on the root filesystem.
-	dir := strings.TrimSpace(g.sh(t, sb.id, sb.session, `for d in /workspace/bin /var/tmp/bin /root/bin; do
+	dir := strings.TrimSpace(g.sh(t, sb.ID, sb.Token, `for d in /workspace/bin /var/tmp/bin /root/bin; do
 	mkdir -p "$d" 2>/dev/null || continue
 	printf '#!/bin/sh\necho planted\n' > "$d/probe" 2>/dev/null && chmod +x "$d/probe" && [ "$("$d/probe" 2>/dev/null)" = planted ] && { echo "$d"; break; }
 done`))
 	if dir == "" {
-		if sb.view["profile"] == "workspace" {
+		if sb.Body["profile"] == "workspace" {
 			t.Fatal("the workspace profile offers no writable directory to execute from: the PATH check proves nothing")
 		}
 		t.Log("strict profile: no writable directory can execute a planted tool (noexec tmpfs, read-only root); nothing to replace the wrapper with")
@@ -340,7 +342,7 @@ done`))
 	// each exits at once, so a wrapper that used one would fire its
 	// watchdog at once (sleep), never start the command (setsid), or never
 	// signal it (kill, timeout).
-	g.sh(t, sb.id, sb.session, `for f in sleep setsid kill timeout sh env; do printf '#!/bin/sh\nexit 0\n' > "`+dir+`/$f"; chmod +x "`+dir+`/$f"; done`)
+	g.sh(t, sb.ID, sb.Token, `for f in sleep setsid kill timeout sh env; do printf '#!/bin/sh\nexit 0\n' > "`+dir+`/$f"; chmod +x "`+dir+`/$f"; done`)
 	path := map[string]string{"PATH": dir + ":/usr/bin:/bin"}
 	// The workdir is the planted directory where E1 allows it (under
 	// exec.workdir_roots: /workspace, /tmp); /var/tmp/bin or /root/bin is
@@ -358,30 +360,30 @@ done`))
 	if !res.TimedOut || time.Since(start) > 20*time.Second {
 		t.Errorf("the timeout under a PATH of planted tools: %+v after %s", res, time.Since(start))
 	}
-	if left := g.sh(t, sb.id, sb.session, `for p in /proc/[0-9]*; do case "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" in "/bin/sleep 30"*) echo "${p#/proc/}";; esac; done`); strings.TrimSpace(left) != "" {
+	if left := g.sh(t, sb.ID, sb.Token, `for p in /proc/[0-9]*; do case "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" in "/bin/sleep 30"*) echo "${p#/proc/}";; esac; done`); strings.TrimSpace(left) != "" {
 		t.Errorf("the timed-out command still runs under a planted PATH: %s", left)
 	}
-	g.sh(t, sb.id, sb.session, "rm -rf "+dir)
+	g.sh(t, sb.ID, sb.Token, "rm -rf "+dir)
 }
 
-func destroy(t *testing.T, g *gw, sb sandbox) {
-	jobID := "sandgate-sbx-" + sb.id
+func destroy(t *testing.T, g *gw, sb apitest.Created) {
+	jobID := "sandgate-sbx-" + sb.ID
 	if _, _, err := g.nomad.Jobs().Info(jobID, nil); err != nil {
 		t.Fatalf("the job before destroy: %v", err)
 	}
-	if r := g.do(t, http.MethodDelete, "/v1/sandboxes/"+sb.id, sb.session, nil); r.status != http.StatusNoContent {
+	if r := g.api(t).Do(http.MethodDelete, "/v1/sandboxes/"+sb.ID, sb.Token, nil); r.Status != http.StatusNoContent {
 		t.Fatalf("destroy with the session token: %s", r)
 	}
-	expectProblem(t, g.do(t, http.MethodGet, "/v1/sandboxes/"+sb.id, sb.session, nil), http.StatusUnauthorized, "unauthenticated")
-	expectProblem(t, g.do(t, http.MethodPost, "/v1/sandboxes/"+sb.id+"/exec", sb.session, map[string]any{"argv": []string{"true"}}), http.StatusUnauthorized, "unauthenticated")
-	if m := g.status(t, sb.id); m["state"] != "ended" {
+	apitest.ExpectProblem(t, g.api(t).Do(http.MethodGet, "/v1/sandboxes/"+sb.ID, sb.Token, nil), http.StatusUnauthorized, "unauthenticated")
+	apitest.ExpectProblem(t, g.api(t).Do(http.MethodPost, "/v1/sandboxes/"+sb.ID+"/exec", sb.Token, map[string]any{"argv": []string{"true"}}), http.StatusUnauthorized, "unauthenticated")
+	if m := g.status(t, sb.ID); m["state"] != "ended" {
 		t.Fatalf("after destroy: %v", m)
 	}
 	// destroy purges: the job is gone from Nomad, and so is the container.
 	if _, _, err := g.nomad.Jobs().Info(jobID, nil); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("the job after destroy: %v, want 404 (purged)", err)
 	}
-	eventually(t, 30*time.Second, "the sandbox's container removed", func() bool { return containersOf(sb.id) == 0 })
+	eventually(t, 30*time.Second, "the sandbox's container removed", func() bool { return containersOf(sb.ID) == 0 })
 }
 
 func toStrings(v any) []string {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sandgate/gateway/apitest"
 )
 
 // sseEvent is one Server-Sent Event of a streaming exec, as it came off
@@ -43,17 +45,17 @@ func (e sseEvent) code() string {
 // gateway closed the stream, so a test sees anything after a terminal
 // event, and a stream that never closes fails at ctx's end. onEvent, when
 // not nil, sees each event as it arrives.
-func (g *gw) streamExec(ctx context.Context, t testing.TB, sb sandbox, body map[string]any, onEvent func(sseEvent)) (events []sseEvent, closed time.Time) {
+func (g *gw) streamExec(ctx context.Context, t testing.TB, sb apitest.Created, body map[string]any, onEvent func(sseEvent)) (events []sseEvent, closed time.Time) {
 	t.Helper()
 	b, err := json.Marshal(body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.url+"/v1/sandboxes/"+sb.id+"/exec", bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.url+"/v1/sandboxes/"+sb.ID+"/exec", bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+sb.session)
+	req.Header.Set("Authorization", "Bearer "+sb.Token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := streamClient.Do(req)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"sandgate/gateway/apitest"
 	"sandgate/gateway/client"
 	"sandgate/nomad/nomadsim"
 	"sandgate/store"
@@ -103,7 +104,7 @@ func TestNomadFailingEveryCallOrSomeGivesAClearErrorAndLeavesNothingBehind(t *te
 			t.Parallel()
 			ctx := t.Context()
 			g := startGateway(t, options{})
-			before := g.create(ctx)
+			before := g.create()
 			session := g.client(before.Token)
 			c.inject(g)
 			_, err := g.agent.CreateSandbox(ctx, createRequest())
@@ -221,7 +222,7 @@ func TestAnAllocationThatNeverRunsFailsAtTheStartTimeout(t *testing.T) {
 
 // execInFlight starts a long command in sb and waits until the simulator
 // has the exec stream; the channel delivers the exec's error.
-func execInFlight(t *testing.T, g *gw, sb client.Sandbox) <-chan error {
+func execInFlight(t *testing.T, g *gw, sb apitest.Created) <-chan error {
 	t.Helper()
 	g.sim.ResetRequests()
 	done := make(chan error, 1)
@@ -250,7 +251,7 @@ func TestTheNomadAgentCrashingMidExec(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	g := startGateway(t, options{})
-	sb := g.create(ctx)
+	sb := g.create()
 	session := g.client(sb.Token)
 	done := execInFlight(t, g, sb)
 	g.agentNet.crash()
@@ -287,7 +288,7 @@ func TestAnExecStreamBrokenWithoutAnExitCodeIs503AndTheSandboxStays(t *testing.T
 	t.Parallel()
 	ctx := t.Context()
 	g := startGateway(t, options{})
-	sb := g.create(ctx)
+	sb := g.create()
 	done := execInFlight(t, g, sb)
 	g.agentNet.cut()
 	select {
@@ -315,7 +316,7 @@ func TestTheNodesClientCrashingMidExec(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	g := startGateway(t, options{})
-	sb := g.create(ctx)
+	sb := g.create()
 	done := execInFlight(t, g, sb)
 	if err := g.sim.SetNodeStatus(node, "down"); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"sandgate/gateway"
+	"sandgate/gateway/apitest"
 	"sandgate/gateway/client"
 	"sandgate/gateway/gatewaytest"
 	"sandgate/gateway/token"
@@ -58,6 +59,9 @@ type gw struct {
 	url      string
 	operator *client.Client
 	agent    *client.Client // an agent principal's
+	// api is the API as the test speaks it; agentToken is agent's token.
+	api        *apitest.API
+	agentToken string
 }
 
 func startGateway(t testing.TB, o options) *gw {
@@ -107,7 +111,8 @@ func startGateway(t testing.TB, o options) *gw {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.agent = g.client(tok.Token)
+	g.agent, g.agentToken = g.client(tok.Token), tok.Token
+	g.api = &apitest.API{T: t, URL: g.url, HTTP: &http.Client{Timeout: time.Minute}}
 	return g
 }
 
@@ -122,11 +127,11 @@ func (g *gw) client(tok string) *client.Client {
 }
 
 // create makes a running sandbox on the node with the agent token.
-func (g *gw) create(ctx context.Context) client.Sandbox {
+func (g *gw) create() apitest.Created {
 	g.t.Helper()
-	sb, err := g.agent.CreateSandbox(ctx, createRequest())
-	if err != nil || sb.State != client.StateRunning || sb.Token == "" {
-		g.t.Fatalf("create: %v (state %q, last error %q)", err, sb.State, sb.LastError)
+	sb := g.api.Create(g.agentToken, createRequest())
+	if sb.State != client.StateRunning {
+		g.t.Fatalf("create: state %q, last error %v", sb.State, sb.Body["last_error"])
 	}
 	return sb
 }
@@ -254,7 +259,7 @@ func (g *gw) nothingLeft() error {
 // destroys it, then checks that nothing is left again.
 func (g *gw) laterRequestsSucceed(ctx context.Context) {
 	g.t.Helper()
-	sb := g.create(ctx)
+	sb := g.create()
 	res, err := g.client(sb.Token).Exec(ctx, sb.ID, client.ExecRequest{Argv: []string{"echo", "again"}})
 	if err != nil || res.Stdout != "again\n" {
 		g.t.Fatalf("exec after the fault: %v %+v", err, res)

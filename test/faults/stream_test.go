@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"sandgate/gateway/apitest"
 	"sandgate/gateway/client"
 	"sandgate/store"
 )
 
 // streamInFlight starts a streaming exec of a quiet command and returns
 // its events as they come; it returns once the command runs in Nomad.
-func streamInFlight(t *testing.T, g *gw, sb client.Sandbox) <-chan client.ExecEvent {
+func streamInFlight(t *testing.T, g *gw, sb apitest.Created) <-chan client.ExecEvent {
 	t.Helper()
 	g.sim.ResetRequests()
 	events := make(chan client.ExecEvent, 64)
@@ -78,7 +79,7 @@ func TestAStreamingExecEndsWithATypedErrorWhenNomadFailsMidStream(t *testing.T) 
 			t.Parallel()
 			ctx := t.Context()
 			g := startGateway(t, options{})
-			sb := g.create(ctx)
+			sb := g.create()
 			events := streamInFlight(t, g, sb)
 			tc.fault(g)
 			last := terminal(t, tc.name, events)
@@ -104,7 +105,7 @@ func TestAStreamingExecWhoseNomadGoesSilentEndsWithTimeout(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	g := startGateway(t, options{})
-	sb := g.create(ctx)
+	sb := g.create()
 	events := make(chan client.ExecEvent, 64)
 	go func() {
 		defer close(events)

@@ -6,12 +6,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 
+	"sandgate/gateway/apitest"
 	"sandgate/test/testbin"
 )
 
@@ -30,19 +30,12 @@ func TestAFileRoundTripOverHTTP(t *testing.T) {
 		for i := 0; i+1 < len(extra); i += 2 {
 			q.Set(extra[i], extra[i+1])
 		}
-		var rd io.Reader
+		var b any // nil sends no body
 		if body != nil {
-			rd = bytes.NewReader(body)
+			b = body
 		}
-		req, _ := http.NewRequest(method, g.url+"/v1/sandboxes/"+id+"/files?"+q.Encode(), rd)
-		req.Header.Set("Authorization", "Bearer "+session)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header, b
+		r := g.api(t).DoWith(apitest.Request{Method: method, Path: "/v1/sandboxes/" + id + "/files?" + q.Encode(), Token: session, Body: b})
+		return r.Status, r.Header, r.Body
 	}
 	problem := func(b []byte) string {
 		var p struct{ Code string }
@@ -64,9 +57,9 @@ func TestAFileRoundTripOverHTTP(t *testing.T) {
 	}
 	if g.real { // the sandbox's own tools agree on what arrived
 		sum := sha256.Sum256(blob)
-		r := g.call(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"sha256sum", "/workspace/in/blob.bin"}})
-		if out, _ := r.object(t)["stdout"].(string); !strings.HasPrefix(out, hex.EncodeToString(sum[:])) {
-			t.Fatalf("sha256sum in the sandbox: %s", r.body)
+		r := g.api(t).Do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"sha256sum", "/workspace/in/blob.bin"}})
+		if out, _ := r.JSON(t)["stdout"].(string); !strings.HasPrefix(out, hex.EncodeToString(sum[:])) {
+			t.Fatalf("sha256sum in the sandbox: %s", r.Body)
 		}
 	}
 	status, _, b = files(http.MethodGet, "/workspace", nil)
@@ -75,9 +68,9 @@ func TestAFileRoundTripOverHTTP(t *testing.T) {
 	}
 
 	// A link out of the roots, made inside the sandbox, is refused.
-	r := g.call(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"ln", "-s", "/etc", "/workspace/etc"}})
-	if r.object(t)["exit_code"] != float64(0) {
-		t.Fatalf("ln -s: %s", r.body)
+	r := g.api(t).Do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"ln", "-s", "/etc", "/workspace/etc"}})
+	if r.JSON(t)["exit_code"] != float64(0) {
+		t.Fatalf("ln -s: %s", r.Body)
 	}
 	for _, c := range []struct {
 		method, path string

@@ -10,7 +10,6 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"sandgate/gateway/apitest"
 	"sandgate/test/testbin"
 )
 
@@ -91,39 +91,8 @@ func firstReadyNode(t *testing.T, addr string) string {
 	return ""
 }
 
-type reply struct {
-	status int
-	body   []byte
-}
-
-func (r reply) object(t *testing.T) map[string]any {
-	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(r.body, &m); err != nil {
-		t.Fatalf("status %d: not JSON: %s", r.status, r.body)
-	}
-	return m
-}
-
-func (g *gatewayProc) call(t *testing.T, method, path, tok string, body any) reply {
-	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, g.url+path, rd)
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return reply{resp.StatusCode, data}
-}
+// api is the gateway's API as t speaks it.
+func (g *gatewayProc) api(t *testing.T) *apitest.API { return &apitest.API{T: t, URL: g.url} }
 
 // runningSandbox creates a sandbox with the agent's token (on the test
 // node when the Nomad is real), requires it running, destroys it at the
@@ -134,13 +103,13 @@ func (g *gatewayProc) runningSandbox(t *testing.T, agent string) (string, string
 	if g.real {
 		body["node"] = g.node
 	}
-	r := g.call(t, http.MethodPost, "/v1/sandboxes", agent, body)
-	sb := r.object(t)
-	if r.status != http.StatusCreated || sb["state"] != "running" {
-		t.Fatalf("create: %d %s", r.status, r.body)
+	r := g.api(t).Do(http.MethodPost, "/v1/sandboxes", agent, body)
+	sb := apitest.ExpectCreated(t, r)
+	if sb.State != "running" {
+		t.Fatalf("create: %s", r)
 	}
-	id, session := sb["id"].(string), sb["token"].(string)
-	t.Cleanup(func() { g.call(t, http.MethodDelete, "/v1/sandboxes/"+id, g.operator, nil) })
+	id, session := sb.IDToken()
+	t.Cleanup(func() { g.api(t).Do(http.MethodDelete, "/v1/sandboxes/"+id, g.operator, nil) })
 	return id, session
 }
 
@@ -148,10 +117,10 @@ func TestTheAgentFlowOverHTTP(t *testing.T) {
 	bin, data := testbin.Build(t), t.TempDir()
 	agent := mintAgent(t, bin, data, "agent-it")
 	g := startGateway(t, bin, data)
-	if r := g.call(t, http.MethodGet, "/readyz", "", nil); r.status != http.StatusOK {
-		t.Fatalf("readyz: %d %s", r.status, r.body)
+	if r := g.api(t).Do(http.MethodGet, "/readyz", "", nil); r.Status != http.StatusOK {
+		t.Fatalf("readyz: %d %s", r.Status, r.Body)
 	}
-	caps := g.call(t, http.MethodGet, "/v1/capabilities", "", nil).object(t)
+	caps := g.api(t).Do(http.MethodGet, "/v1/capabilities", "", nil).JSON(t)
 	if !strings.Contains(string(mustJSON(caps["capabilities"])), "sandboxes.v1") {
 		t.Fatalf("capabilities: %v", caps)
 	}
@@ -159,84 +128,84 @@ func TestTheAgentFlowOverHTTP(t *testing.T) {
 	if g.real {
 		body["node"] = g.node
 	}
-	r := g.call(t, http.MethodPost, "/v1/sandboxes", agent, body)
-	if r.status != http.StatusCreated {
-		t.Fatalf("create: %d %s", r.status, r.body)
+	r := g.api(t).Do(http.MethodPost, "/v1/sandboxes", agent, body)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.Status, r.Body)
 	}
-	sb := r.object(t)
+	sb := r.JSON(t)
 	id, _ := sb["id"].(string)
 	if id != "" {
-		t.Cleanup(func() { g.call(t, http.MethodDelete, "/v1/sandboxes/"+id, g.operator, nil) })
+		t.Cleanup(func() { g.api(t).Do(http.MethodDelete, "/v1/sandboxes/"+id, g.operator, nil) })
 	}
 	// A sandbox that does not run is a failure, on the simulator and on a
 	// real agent alike (a skip here once hid that none could start).
 	if sb["state"] != "running" {
-		t.Fatalf("the sandbox does not run (node %s): state %v, last_error %v: %s", g.node, sb["state"], sb["last_error"], r.body)
+		t.Fatalf("the sandbox does not run (node %s): state %v, last_error %v: %s", g.node, sb["state"], sb["last_error"], r.Body)
 	}
 	session, _ := sb["token"].(string)
 	if id == "" || session == "" {
-		t.Fatalf("a running sandbox without an id or session token: %s", r.body)
+		t.Fatalf("a running sandbox without an id or session token: %s", r.Body)
 	}
-	r = g.call(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"echo", "hi"}})
-	if r.status != http.StatusOK || r.object(t)["stdout"] != "hi\n" || r.object(t)["exit_code"] != float64(0) {
-		t.Fatalf("exec: %d %s", r.status, r.body)
+	r = g.api(t).Do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"echo", "hi"}})
+	if r.Status != http.StatusOK || r.JSON(t)["stdout"] != "hi\n" || r.JSON(t)["exit_code"] != float64(0) {
+		t.Fatalf("exec: %d %s", r.Status, r.Body)
 	}
-	r = g.call(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"sh", "-c", "exit 3"}})
-	if r.status != http.StatusOK || r.object(t)["exit_code"] != float64(3) {
-		t.Fatalf("exec exit 3: %d %s", r.status, r.body)
+	r = g.api(t).Do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"sh", "-c", "exit 3"}})
+	if r.Status != http.StatusOK || r.JSON(t)["exit_code"] != float64(3) {
+		t.Fatalf("exec exit 3: %d %s", r.Status, r.Body)
 	}
 	// Binary stdin, an env entry and an output cap, as the wrapper runs them.
-	r = g.call(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{
+	r = g.api(t).Do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{
 		"argv": []string{"cat"}, "stdin_base64": "AAEC/w==", "env": map[string]string{"LANG": "C"}, "max_output_bytes": 2,
 	})
-	if m := r.object(t); r.status != http.StatusOK || m["exit_code"] != float64(0) || m["stdout_bytes"] != float64(4) || m["stdout_truncated"] != true {
-		t.Fatalf("exec with binary stdin and a 2-byte cap: %d %s", r.status, r.body)
+	if m := r.JSON(t); r.Status != http.StatusOK || m["exit_code"] != float64(0) || m["stdout_bytes"] != float64(4) || m["stdout_truncated"] != true {
+		t.Fatalf("exec with binary stdin and a 2-byte cap: %d %s", r.Status, r.Body)
 	}
-	r = g.call(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"env"}, "env": map[string]string{"NOMAD_TOKEN": "x"}})
-	if r.status != http.StatusForbidden || !strings.Contains(string(r.body), `"rule_ids":["E1"]`) {
-		t.Fatalf("a reserved env name: %d %s", r.status, r.body)
+	r = g.api(t).Do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"env"}, "env": map[string]string{"NOMAD_TOKEN": "x"}})
+	if r.Status != http.StatusForbidden || !strings.Contains(string(r.Body), `"rule_ids":["E1"]`) {
+		t.Fatalf("a reserved env name: %d %s", r.Status, r.Body)
 	}
-	if r = g.call(t, http.MethodGet, "/v1/sandboxes/"+id+"/logs?tail_bytes=1024", session, nil); r.status != http.StatusOK {
-		t.Fatalf("logs: %d %s", r.status, r.body)
+	if r = g.api(t).Do(http.MethodGet, "/v1/sandboxes/"+id+"/logs?tail_bytes=1024", session, nil); r.Status != http.StatusOK {
+		t.Fatalf("logs: %d %s", r.Status, r.Body)
 	}
-	if r = g.call(t, http.MethodGet, "/v1/sandboxes", session, nil); r.status != http.StatusForbidden {
-		t.Fatalf("session list: %d %s", r.status, r.body)
+	if r = g.api(t).Do(http.MethodGet, "/v1/sandboxes", session, nil); r.Status != http.StatusForbidden {
+		t.Fatalf("session list: %d %s", r.Status, r.Body)
 	}
 	// the agent sees its sandbox; it may not extend it (operators only, L2)
-	if r = g.call(t, http.MethodGet, "/v1/sandboxes", agent, nil); r.status != http.StatusOK || !bytes.Contains(r.body, []byte(id)) {
-		t.Fatalf("agent list: %d %s", r.status, r.body)
+	if r = g.api(t).Do(http.MethodGet, "/v1/sandboxes", agent, nil); r.Status != http.StatusOK || !bytes.Contains(r.Body, []byte(id)) {
+		t.Fatalf("agent list: %d %s", r.Status, r.Body)
 	}
-	if r = g.call(t, http.MethodPost, "/v1/sandboxes/"+id+"/extend", agent, map[string]any{"ttl_seconds": 900}); r.status != http.StatusForbidden {
-		t.Fatalf("agent extend: %d %s", r.status, r.body)
+	if r = g.api(t).Do(http.MethodPost, "/v1/sandboxes/"+id+"/extend", agent, map[string]any{"ttl_seconds": 900}); r.Status != http.StatusForbidden {
+		t.Fatalf("agent extend: %d %s", r.Status, r.Body)
 	}
 	// an operator's sandbox is not the agent's, nor the session's
-	r = g.call(t, http.MethodPost, "/v1/sandboxes", g.operator, body)
-	if r.status != http.StatusCreated {
-		t.Fatalf("operator create: %d %s", r.status, r.body)
+	r = g.api(t).Do(http.MethodPost, "/v1/sandboxes", g.operator, body)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("operator create: %d %s", r.Status, r.Body)
 	}
-	other, _ := r.object(t)["id"].(string)
-	t.Cleanup(func() { g.call(t, http.MethodDelete, "/v1/sandboxes/"+other, g.operator, nil) })
+	other, _ := r.JSON(t)["id"].(string)
+	t.Cleanup(func() { g.api(t).Do(http.MethodDelete, "/v1/sandboxes/"+other, g.operator, nil) })
 	for _, tok := range []string{agent, session} {
-		if r = g.call(t, http.MethodGet, "/v1/sandboxes/"+other, tok, nil); r.status != http.StatusForbidden {
-			t.Fatalf("another principal's sandbox: %d %s", r.status, r.body)
+		if r = g.api(t).Do(http.MethodGet, "/v1/sandboxes/"+other, tok, nil); r.Status != http.StatusForbidden {
+			t.Fatalf("another principal's sandbox: %d %s", r.Status, r.Body)
 		}
 	}
-	if r = g.call(t, http.MethodPost, "/v1/sandboxes/"+id+"/extend", g.operator, map[string]any{"ttl_seconds": 900}); r.status != http.StatusOK {
-		t.Fatalf("extend: %d %s", r.status, r.body)
+	if r = g.api(t).Do(http.MethodPost, "/v1/sandboxes/"+id+"/extend", g.operator, map[string]any{"ttl_seconds": 900}); r.Status != http.StatusOK {
+		t.Fatalf("extend: %d %s", r.Status, r.Body)
 	}
-	if r = g.call(t, http.MethodDelete, "/v1/sandboxes/"+id, session, nil); r.status != http.StatusNoContent {
-		t.Fatalf("destroy: %d %s", r.status, r.body)
+	if r = g.api(t).Do(http.MethodDelete, "/v1/sandboxes/"+id, session, nil); r.Status != http.StatusNoContent {
+		t.Fatalf("destroy: %d %s", r.Status, r.Body)
 	}
-	if r = g.call(t, http.MethodGet, "/v1/sandboxes/"+id, session, nil); r.status != http.StatusUnauthorized {
-		t.Fatalf("session token after destroy: %d %s", r.status, r.body)
+	if r = g.api(t).Do(http.MethodGet, "/v1/sandboxes/"+id, session, nil); r.Status != http.StatusUnauthorized {
+		t.Fatalf("session token after destroy: %d %s", r.Status, r.Body)
 	}
-	r = g.call(t, http.MethodGet, "/v1/sandboxes/"+id, g.operator, nil)
-	if r.object(t)["state"] != "ended" {
-		t.Fatalf("after destroy: %s", r.body)
+	r = g.api(t).Do(http.MethodGet, "/v1/sandboxes/"+id, g.operator, nil)
+	if r.JSON(t)["state"] != "ended" {
+		t.Fatalf("after destroy: %s", r.Body)
 	}
-	m := g.call(t, http.MethodGet, "/metrics", "", nil)
+	m := g.api(t).Do(http.MethodGet, "/metrics", "", nil)
 	for _, series := range []string{"sandgate_policy_decisions_total", "sandgate_http_request_duration_seconds", "sandgate_nomad_request_duration_seconds", "sandgate_sandboxes"} {
-		if !bytes.Contains(m.body, []byte(series)) {
+		if !bytes.Contains(m.Body, []byte(series)) {
 			t.Errorf("/metrics lacks %s", series)
 		}
 	}

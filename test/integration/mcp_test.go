@@ -37,7 +37,7 @@ func TestAnAgentDrivesASandboxOverMCP(t *testing.T) {
 		t.Fatalf("create_sandbox: %s", text)
 	}
 	id := sbx["id"].(string)
-	t.Cleanup(func() { g.call(t, http.MethodDelete, "/v1/sandboxes/"+id, g.operator, nil) })
+	t.Cleanup(func() { g.api(t).Do(http.MethodDelete, "/v1/sandboxes/"+id, g.operator, nil) })
 	isErr, out, text := call("exec", map[string]any{"id": id, "argv": []string{"sh", "-c", "echo over-mcp"}})
 	if isErr || out["exit_code"] != float64(0) || out["stdout"] != "over-mcp\n" {
 		t.Fatalf("exec: %s", text)
@@ -55,7 +55,7 @@ func TestAnAgentDrivesASandboxOverMCP(t *testing.T) {
 		t.Fatalf("create_sandbox: %s", text)
 	}
 	otherID := other["id"].(string)
-	t.Cleanup(func() { g.call(t, http.MethodDelete, "/v1/sandboxes/"+otherID, g.operator, nil) })
+	t.Cleanup(func() { g.api(t).Do(http.MethodDelete, "/v1/sandboxes/"+otherID, g.operator, nil) })
 	callAs := mcpCaller(t, g.url, sbx["token"].(string))
 	if isErr, out, text = callAs("write_file", map[string]any{"id": id, "path": "/workspace/mcp/note.txt", "content": "written over MCP\n", "mode": "0640"}); isErr || out["size"] != float64(17) || out["mode"] != "0640" {
 		t.Fatalf("write_file: %s", text)

@@ -49,11 +49,11 @@ func TestAStreamingExecOverHTTP(t *testing.T) {
 	// Processes are listed from /proc with sh, tr and grep (both images).
 	list := []string{"sh", "-c", `for f in /proc/[0-9]*/cmdline; do tr '\000' ' ' < "$f" 2>/dev/null; echo; done | grep -c '^sleep 6[12]' || true`}
 	running := func() string {
-		r := g.call(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": list})
-		if r.status != http.StatusOK {
-			t.Fatalf("listing processes: %d %s", r.status, r.body)
+		r := g.api(t).Do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": list})
+		if r.Status != http.StatusOK {
+			t.Fatalf("listing processes: %d %s", r.Status, r.Body)
 		}
-		return strings.TrimSpace(r.object(t)["stdout"].(string))
+		return strings.TrimSpace(r.JSON(t)["stdout"].(string))
 	}
 	sctx, stop := context.WithCancel(ctx)
 	for ev, err := range c.ExecStream(sctx, id, client.ExecRequest{Argv: []string{"sh", "-c", "sleep 61 & echo started; sleep 62; wait"}, TimeoutSeconds: 90}) {
@@ -80,8 +80,8 @@ func TestAStreamingExecOverHTTP(t *testing.T) {
 			time.Sleep(time.Second)
 		}
 	}
-	if r := g.call(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"echo", "after"}}); r.status != http.StatusOK {
-		t.Fatalf("an exec after the disconnect: %d %s", r.status, r.body)
+	if r := g.api(t).Do(http.MethodPost, "/v1/sandboxes/"+id+"/exec", session, map[string]any{"argv": []string{"echo", "after"}}); r.Status != http.StatusOK {
+		t.Fatalf("an exec after the disconnect: %d %s", r.Status, r.Body)
 	}
 
 	destroyed := false
@@ -92,8 +92,8 @@ func TestAStreamingExecOverHTTP(t *testing.T) {
 		}
 		if ev.Event == client.EventStdout && !destroyed {
 			destroyed = true
-			if r := g.call(t, http.MethodDelete, "/v1/sandboxes/"+id, g.operator, nil); r.status != http.StatusNoContent {
-				t.Fatalf("destroy mid-stream: %d %s", r.status, r.body)
+			if r := g.api(t).Do(http.MethodDelete, "/v1/sandboxes/"+id, g.operator, nil); r.Status != http.StatusNoContent {
+				t.Fatalf("destroy mid-stream: %d %s", r.Status, r.Body)
 			}
 		}
 		last = ev
