@@ -5,8 +5,9 @@
 // (gatewaytest.Gateway offers them over its URL) or as a process
 // (apitest.API over the URL it printed).
 //
-// It imports only the standard library and the testing package: it is
-// for tests, and production code must never import it.
+// It imports only the standard library, the testing package and
+// internal/clip: it is for tests, and production code must never import
+// it.
 package apitest
 
 import (
@@ -17,6 +18,8 @@ import (
 	"io"
 	"net/http"
 	"testing"
+
+	"sandgate/internal/clip"
 )
 
 // API is the gateway's API at URL, as test T calls it.
@@ -42,7 +45,7 @@ func (r Reply) JSON(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(r.Body, &m); err != nil || m == nil {
-		t.Fatalf("status %d: the body is not a JSON object: %v: %s", r.Status, err, clip(r.Body))
+		t.Fatalf("status %d: the body is not a JSON object: %v: %s", r.Status, err, bodyText(r.Body))
 	}
 	return m
 }
@@ -51,13 +54,13 @@ func (r Reply) JSON(t testing.TB) map[string]any {
 func (r Reply) Decode(t testing.TB, v any) {
 	t.Helper()
 	if err := json.Unmarshal(r.Body, v); err != nil {
-		t.Fatalf("status %d: the body does not decode into %T: %v: %s", r.Status, v, err, clip(r.Body))
+		t.Fatalf("status %d: the body does not decode into %T: %v: %s", r.Status, v, err, bodyText(r.Body))
 	}
 }
 
 // String is the status and the body, for failure messages.
 func (r Reply) String() string {
-	return fmt.Sprintf("%d %s", r.Status, clip(bytes.TrimSpace(r.Body)))
+	return fmt.Sprintf("%d %s", r.Status, bodyText(bytes.TrimSpace(r.Body)))
 }
 
 // ReplyOf reads resp's body in full and closes it (closing it again is
@@ -225,11 +228,5 @@ func (a *API) Exec(token, id string, body any) Reply {
 	return r
 }
 
-// clip shortens a body for a failure message.
-func clip(b []byte) string {
-	const most = 1000
-	if len(b) > most {
-		return string(b[:most]) + "..."
-	}
-	return string(b)
-}
+// bodyText is a body as a failure message quotes it: its first kilobyte.
+func bodyText(b []byte) string { return clip.String(string(b), 1000) }

@@ -39,23 +39,23 @@ func CheckProblem(t testing.TB, r Reply, status int, code string, rules ...strin
 		t.Errorf(format, args...)
 	}
 	if r.Status != status {
-		fail("status %d, want %d %s: %s", r.Status, status, code, clip(r.Body))
+		fail("status %d, want %d %s: %s", r.Status, status, code, bodyText(r.Body))
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "application/problem+json" {
-		fail("Content-Type %q, want application/problem+json: %s", ct, clip(r.Body))
+		fail("Content-Type %q, want application/problem+json: %s", ct, bodyText(r.Body))
 		return nil, false
 	}
 	if err := json.Unmarshal(r.Body, &m); err != nil || m == nil {
-		fail("the problem is not a JSON object: %v: %s", err, clip(r.Body))
+		fail("the problem is not a JSON object: %v: %s", err, bodyText(r.Body))
 		return nil, false
 	}
 	if m["code"] != code {
-		fail("code %v, want %s: %s", m["code"], code, clip(r.Body))
+		fail("code %v, want %s: %s", m["code"], code, bodyText(r.Body))
 	}
 	title, _ := m["title"].(string)
 	requestID, _ := m["request_id"].(string)
 	if m["type"] != ProblemType+code || m["status"] != float64(status) || title == "" || requestID == "" {
-		fail("the problem lacks a matching type, status, title or request_id: %s", clip(r.Body))
+		fail("the problem lacks a matching type, status, title or request_id: %s", bodyText(r.Body))
 	}
 	if len(rules) == 0 {
 		return m, ok
@@ -63,7 +63,7 @@ func CheckProblem(t testing.TB, r Reply, status int, code string, rules ...strin
 	got := RuleIDs(m)
 	for _, want := range rules {
 		if !slices.Contains(got, want) {
-			fail("rule_ids %v lack %s: %s", got, want, clip(r.Body))
+			fail("rule_ids %v lack %s: %s", got, want, bodyText(r.Body))
 		}
 	}
 	return m, ok
