@@ -22,10 +22,10 @@ import (
 	"testing"
 	"time"
 
-	"sandgate/gateway"
 	"sandgate/gateway/gatewaytest"
 	"sandgate/gateway/token"
 	"sandgate/jobspec"
+	"sandgate/nodefacts"
 	"sandgate/nomad"
 	"sandgate/nomad/nomadsim"
 	"sandgate/policies"
@@ -414,7 +414,7 @@ func newCreateDecision(b *testing.B, h *harness) func() {
 			if f.NodeInfo != nil {
 				lim = policies.BudgetLimits{MaxSandboxes: f.NodeInfo.MaxSandboxes, CPUMHz: f.NodeInfo.CPUMHz, MemoryMB: f.NodeInfo.MemoryMB}
 			}
-			nf := gateway.NodeFacts(node, false, f.NodeInfo, &usage)
+			nf := nodefacts.Of(node, false, f.NodeInfo, &usage)
 			// Nomad's room as large as the budget: B1's budget decides.
 			nf.Capacity = &policies.NodeCapacity{Allocatable: policies.Resources{CPUMHz: lim.CPUMHz, MemoryMB: lim.MemoryMB}}
 			in := jobspec.AdmissionInput(spec, jobJSON, nf, policies.Budget{

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"sandgate/nodefacts"
 	"sandgate/nomad"
 	"sandgate/policies"
 	"sandgate/store"
@@ -67,7 +68,7 @@ func (s *Server) overDiskQuota(ctx context.Context, n nomad.Node, controlPlane b
 		return false, err
 	}
 	in := &policies.ReclaimInput{
-		Now: s.cfg.Now().Unix(), Node: NodeFacts(n, controlPlane, rec, nil),
+		Now: s.cfg.Now().Unix(), Node: nodefacts.Of(n, controlPlane, rec, nil),
 		LiveSandboxes: live, Trigger: "monitor",
 		Sandbox: &policies.ReclaimSandbox{ID: r.ID, TaskDirBytes: u.Bytes, WalkComplete: u.Complete},
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"sandgate/nodefacts"
 	"sandgate/nomad"
 	"sandgate/policies"
 	"sandgate/store"
@@ -109,7 +110,7 @@ func (s *Server) mustReclaim(ctx context.Context, n nomad.Node, controlPlane boo
 		s.log.Warn("reclaim: node usage unknown; only a drain can reclaim", "node", n.Name, "err", err)
 	}
 	in := &policies.ReclaimInput{
-		Now: s.cfg.Now().Unix(), Node: NodeFacts(n, controlPlane, rec, usage),
+		Now: s.cfg.Now().Unix(), Node: nodefacts.Of(n, controlPlane, rec, usage),
 		LiveSandboxes: live, Trigger: trigger,
 	}
 	v, err := in.Value()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"sandgate/gateway/wire"
+	"sandgate/nodefacts"
 	"sandgate/nomad"
 	"sandgate/policies"
 	"sandgate/store"
@@ -131,90 +132,6 @@ func (c *nodeCache) byName(ctx context.Context, name string) (nomad.Node, bool, 
 	return nomad.Node{}, false, false, nil
 }
 
-// NodeFacts builds a policy input's node: Nomad's view, the gateway's
-// server co-location verdict, the operator's record, and live usage. A node without an operator record is
-// not enrolled; unknown usage stays nil and the policy denies on it.
-func NodeFacts(n nomad.Node, controlPlane bool, rec *store.Node, usage *nomad.Usage) policies.NodeFacts {
-	f := policies.NodeFacts{
-		ID: n.ID, Name: n.Name, Status: n.Status, Eligibility: n.Eligibility, Drain: n.Drain,
-		Attributes: n.Attributes, Meta: n.Meta, ControlPlane: controlPlane,
-		OperatorState: "active", Enrollment: "none",
-	}
-	if f.Attributes == nil {
-		f.Attributes = map[string]string{}
-	}
-	if f.Meta == nil {
-		f.Meta = map[string]string{}
-	}
-	if rec != nil {
-		f.Enrollment = rec.Enrollment
-		if rec.State != "" {
-			f.OperatorState = rec.State
-		}
-	}
-	if usage != nil {
-		mem, disk := usage.MemoryPercent, usage.DiskPercent
-		f.Usage = policies.NodeUsage{MemoryPercent: &mem, DiskPercent: &disk}
-	}
-	return f
-}
-
-// budgetLimits are a node's limits: its record's, or the policy default
-// for each dimension the record leaves at zero; each of cpu_mhz and
-// memory_mb clamped to room, what Nomad can still allocate to sandboxes on
-// the node, when room is known (nil: not clamped). A node's budget never
-// exceeds what Nomad can allocate there (B1; docs/runbook.md, budgets and
-// allocatable).
-func budgetLimits(rec *store.Node, def policies.BudgetLimits, room *policies.Resources) policies.BudgetLimits {
-	l := def
-	if rec != nil {
-		if rec.MaxSandboxes > 0 {
-			l.MaxSandboxes = rec.MaxSandboxes
-		}
-		if rec.CPUMHz > 0 {
-			l.CPUMHz = rec.CPUMHz
-		}
-		if rec.MemoryMB > 0 {
-			l.MemoryMB = rec.MemoryMB
-		}
-	}
-	if room != nil {
-		l.CPUMHz = max(0, min(l.CPUMHz, room.CPUMHz))
-		l.MemoryMB = max(0, min(l.MemoryMB, room.MemoryMB))
-	}
-	return l
-}
-
-// capacityFacts is a node's room for the policy input (node.capacity): what
-// Nomad can allocate on it and what its allocations hold. Nil, which B1
-// refuses, when the node reports no resources or its allocations are
-// unknown.
-func capacityFacts(n nomad.Node, a *nomad.Allocated) *policies.NodeCapacity {
-	if !n.AllocatableKnown || a == nil {
-		return nil
-	}
-	res := func(r nomad.Resources) policies.Resources {
-		return policies.Resources{CPUMHz: r.CPUMHz, MemoryMB: r.MemoryMB}
-	}
-	return &policies.NodeCapacity{Allocatable: res(n.Allocatable), Others: res(a.Others), Sandboxes: res(a.Sandboxes)}
-}
-
-// room is what Nomad can still allocate to sandboxes on a node: its
-// allocatable less what other jobs hold (less nothing when c carries no
-// allocations: pickNode knows only the node). Nil when unknown.
-func room(c *policies.NodeCapacity) *policies.Resources {
-	if c == nil {
-		return nil
-	}
-	return &policies.Resources{CPUMHz: c.Allocatable.CPUMHz - c.Others.CPUMHz, MemoryMB: c.Allocatable.MemoryMB - c.Others.MemoryMB}
-}
-
-// allocatableRoom is room from the node alone (no allocations read):
-// its allocatable, nil when unknown.
-func allocatableRoom(n nomad.Node) *policies.Resources {
-	return room(capacityFacts(n, &nomad.Allocated{}))
-}
-
 // candidate is a node a create may go to.
 type candidate struct {
 	node nomad.Node
@@ -290,7 +207,7 @@ func (s *Server) pickNode(ctx context.Context, name string, cpu, mem int64, excl
 		if err != nil {
 			return candidate{}, fmt.Errorf("store: node usage %s: %w", n.Name, err)
 		}
-		lim := budgetLimits(rec, def, allocatableRoom(n))
+		lim := nodefacts.Limits(rec, def, nodefacts.AllocatableRoom(n))
 		if used.Sandboxes+1 > lim.MaxSandboxes || used.CPUMHz+cpu > lim.CPUMHz || used.MemoryMB+mem > lim.MemoryMB {
 			if leastFull == nil || load(used, lim) < load(leastFull.used, leastFull.limits) {
 				leastFull = &candidate{node: n, record: rec, used: used, limits: lim, full: true}

@@ -17,6 +17,7 @@ import (
 	"sandgate/gateway/token"
 	"sandgate/gateway/wire"
 	"sandgate/jobspec"
+	"sandgate/nodefacts"
 	"sandgate/nomad"
 	"sandgate/policies"
 	"sandgate/render"
@@ -202,7 +203,7 @@ func (s *Server) reserveOn(c echo.Context, cl *caller, plan createPlan, cand can
 	if err != nil {
 		return reservation{}, nomadUnavailable("could not read the allocations of node "+cand.node.Name+"; nothing was changed", err)
 	}
-	capacity := capacityFacts(cand.node, &allocated)
+	capacity := nodefacts.Capacity(cand.node, &allocated)
 	raw, claims, err := s.cfg.Tokens.Mint(token.MintRequest{
 		Role: token.RoleSession, Subject: spec.ID, SandboxID: spec.ID,
 		Scopes: st.SessionScopes(), ExpiresAt: spec.CeilingAt(),
@@ -232,10 +233,10 @@ func (s *Server) reserveOn(c echo.Context, cl *caller, plan createPlan, cand can
 		quota = t.MaxLiveSandboxes
 	}
 	err = s.cfg.Store.Reserve(ctx, rec, func(f store.ReserveFacts) error {
-		node := NodeFacts(cand.node, cand.controlPlane, f.NodeInfo, &usage)
+		node := nodefacts.Of(cand.node, cand.controlPlane, f.NodeInfo, &usage)
 		node.Capacity = capacity
 		in := jobspec.AdmissionInput(spec, jobJSON, node, policies.Budget{
-			Limits: budgetLimits(f.NodeInfo, def, room(capacity)),
+			Limits: nodefacts.Limits(f.NodeInfo, def, nodefacts.Room(capacity)),
 			Used:   policies.BudgetUse{Sandboxes: f.Node.Sandboxes, CPUMHz: f.Node.CPUMHz, MemoryMB: f.Node.MemoryMB},
 		}, policies.PrincipalFacts{
 			Sub: cl.claims.Subject, Role: string(cl.claims.Role),

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"sandgate/gateway/wire"
+	"sandgate/nodefacts"
 	"sandgate/nomad"
 	"sandgate/policies"
 	"sandgate/store"
@@ -128,7 +129,7 @@ func (s *Server) readCapacity(ctx context.Context, h *host) {
 		h.allocErr = err
 		return
 	}
-	h.capacity = capacityFacts(*h.node, &a)
+	h.capacity = nodefacts.Capacity(*h.node, &a)
 }
 
 // readHost gathers one node: Nomad's view (fresh), its record, its usage
@@ -186,8 +187,8 @@ func (s *Server) hostView(h host) hostView {
 // which figures the room clamped.
 func (s *Server) hostBudgets(h host) hostBudgets {
 	def := s.cfg.Engine.Settings().NodeBudgetDefault
-	b := hostBudgets{Limits: budgetLimits(h.record, def, room(h.capacity)), Used: h.used, Capacity: h.capacity}
-	asked := budgetLimits(h.record, def, nil)
+	b := hostBudgets{Limits: nodefacts.Limits(h.record, def, nodefacts.Room(h.capacity)), Used: h.used, Capacity: h.capacity}
+	asked := nodefacts.Limits(h.record, def, nil)
 	if b.Limits.CPUMHz < asked.CPUMHz {
 		b.Clamped = append(b.Clamped, "cpu_mhz")
 	}
@@ -301,12 +302,12 @@ func (s *Server) allowHosts(ctx context.Context, in *policies.HostsInput, h host
 	in.Now = s.cfg.Now().Unix()
 	in.LiveSandboxes = h.used.Sandboxes
 	if h.node != nil {
-		in.Node = NodeFacts(*h.node, h.controlPlane, h.record, h.usage)
+		in.Node = nodefacts.Of(*h.node, h.controlPlane, h.record, h.usage)
 		in.Node.Capacity = h.capacity
 	} else {
 		// A node Nomad no longer lists: its name and record only (enough to
 		// unenroll or freeze it; enroll refuses it before this).
-		in.Node = NodeFacts(nomad.Node{Name: h.name, Status: "missing"}, false, h.record, nil)
+		in.Node = nodefacts.Of(nomad.Node{Name: h.name, Status: "missing"}, false, h.record, nil)
 	}
 	v, err := in.Value()
 	if err != nil {

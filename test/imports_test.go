@@ -1,7 +1,12 @@
 package test
 
 import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
 	"os/exec"
+	pathpkg "path"
 	"slices"
 	"strings"
 	"testing"
@@ -151,4 +156,76 @@ func goList(t *testing.T, format, pkg string) []string {
 		t.Fatalf("go list %s: %v\n%s", pkg, err, out)
 	}
 	return strings.Fields(string(out))
+}
+
+// nodefacts is what the policy is told about a node (Nomad's view, the
+// enrollment record, usage, room and the budget in force, B1): it reads
+// the Nomad client's and the store's types and the policy's, never the
+// gateway's.
+func TestNodeFactsImportsOnlyNomadStoreAndPolicies(t *testing.T) {
+	t.Parallel()
+	for _, imp := range goList(t, "{{join .Imports \"\\n\"}}", "sandgate/nodefacts") {
+		if strings.Contains(imp, ".") || strings.HasPrefix(imp, "sandgate") {
+			if imp != "sandgate/nomad" && imp != "sandgate/store" && imp != "sandgate/policies" {
+				t.Errorf("sandgate/nodefacts imports %s", imp)
+			}
+		}
+	}
+}
+
+// Nothing reaches into the gateway for the job spec: a file that builds
+// a spec, a job or an admission input (it imports jobspec or nodefacts)
+// takes them from there and imports no sandgate/gateway, outside the
+// gateway package itself.
+func TestNothingReachesIntoTheGatewayForTheJobSpec(t *testing.T) {
+	t.Parallel()
+	root, err := os.OpenRoot("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = root.Close() }()
+	repo := root.FS()
+	files := 0
+	err = fs.WalkDir(repo, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); name == ".build" || name == "tools" || name == ".git" || name == "testdata" {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || pathpkg.Dir(path) == "gateway" {
+			return nil
+		}
+		src, err := fs.ReadFile(repo, path)
+		if err != nil {
+			return err
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, src, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		files++
+		var spec, gw bool
+		for _, imp := range f.Imports {
+			switch strings.Trim(imp.Path.Value, `"`) {
+			case "sandgate/jobspec", "sandgate/nodefacts":
+				spec = true
+			case "sandgate/gateway":
+				gw = true
+			}
+		}
+		if spec && gw {
+			t.Errorf("%s imports sandgate/gateway beside the job spec", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Fatalf("read %d Go files: the walk started in the wrong place", files)
+	}
 }

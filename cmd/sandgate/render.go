@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"sandgate/gateway"
 	"sandgate/jobspec"
+	"sandgate/nodefacts"
 	"sandgate/nomad"
 	"sandgate/policies"
 	"sandgate/store"
@@ -155,7 +155,7 @@ func readLiveNode(ctx context.Context, cfg nomad.Config, name string) (*liveNode
 // facts are the admission input's node: Nomad's facts, the given
 // enrollment, operator state active.
 func (l *liveNode) facts(enrollment string) policies.NodeFacts {
-	return gateway.NodeFacts(l.node, l.controlPlane, &store.Node{Name: l.node.Name, Enrollment: enrollment, State: "active"}, &l.usage)
+	return nodefacts.Of(l.node, l.controlPlane, &store.Node{Name: l.node.Name, Enrollment: enrollment, State: "active"}, &l.usage)
 }
 
 // writeIndented prints a JSON document indented, with a final newline.
