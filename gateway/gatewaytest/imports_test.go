@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// gatewaytest is for tests and benchmarks only: no package the sandgate
-// binary links may import it.
+// gatewaytest and the words it speaks (apitest) are for tests and
+// benchmarks only: no package the sandgate binary links may import them.
 func TestTheBinaryDoesNotLinkIt(t *testing.T) {
 	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", "sandgate/cmd/...").CombinedOutput()
@@ -19,7 +19,9 @@ func TestTheBinaryDoesNotLinkIt(t *testing.T) {
 	if !slices.Contains(deps, "sandgate/gateway") {
 		t.Fatalf("sandgate/gateway is not among the binary's dependencies: the check looked at the wrong list\n%s", out)
 	}
-	if slices.Contains(deps, "sandgate/gateway/gatewaytest") {
-		t.Error("the sandgate binary links sandgate/gateway/gatewaytest")
+	for _, testOnly := range []string{"sandgate/gateway/gatewaytest", "sandgate/gateway/apitest"} {
+		if slices.Contains(deps, testOnly) {
+			t.Errorf("the sandgate binary links %s", testOnly)
+		}
 	}
 }
