@@ -6,13 +6,13 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"sandgate/gateway/wire"
 )
 
 // ListHosts is GET /v1/hosts (operators): every node, ordered by name.
 func (c *Client) ListHosts(ctx context.Context) ([]Host, error) {
-	var out struct {
-		Hosts []Host `json:"hosts"`
-	}
+	var out wire.HostList
 	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/hosts", out: &out}); err != nil {
 		return nil, err
 	}

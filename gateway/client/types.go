@@ -109,66 +109,38 @@ type LogsOptions struct {
 	TailBytes int64
 }
 
-// Host is a Nomad client node as sandgate sees it.
-type Host struct {
-	Name         string    `json:"name"`
-	ID           string    `json:"id"`
-	Datacenter   string    `json:"datacenter"`
-	Enrollment   string    `json:"enrollment"`
-	State        string    `json:"state"`
-	Nomad        HostNomad `json:"nomad"`
-	OS           string    `json:"os"`
-	Architecture string    `json:"architecture"`
-	// ControlPlane: a control-plane indicator is present (P2).
-	ControlPlane bool `json:"control_plane,omitempty"`
-	// Isolation is the isolation bundle version the node declares (I5).
-	Isolation     string     `json:"isolation,omitempty"`
-	Usage         *HostUsage `json:"usage"`
-	Budget        HostBudget `json:"budget"`
-	LiveSandboxes int64      `json:"live_sandboxes"`
-	UpdatedAt     string     `json:"updated_at"`
-}
+// Host is a Nomad client node as sandgate sees it (wire.Host), with its
+// budget, what its sandboxes hold of it, and its room as Nomad counts it.
+type Host = wire.Host
 
-// HostNomad is Nomad's view of a node; Status is "missing" for a node the
-// store knows and Nomad no longer lists.
-type HostNomad struct {
-	Status      string `json:"status"`
-	Eligibility string `json:"eligibility"`
-	Drain       bool   `json:"drain"`
-}
+// HostNomad is Nomad's view of a node (wire.HostNomad).
+type HostNomad = wire.HostNomad
 
-// HostUsage is the node's live memory and disk use, in percent.
-type HostUsage struct {
-	MemoryPercent float64 `json:"memory_percent"`
-	DiskPercent   float64 `json:"disk_percent"`
-}
+// HostUsage is the node's live memory and disk use (wire.HostUsage).
+type HostUsage = wire.HostUsage
 
-// HostBudget is a node's budget (B1) and what live sandboxes hold of it.
-type HostBudget struct {
-	Limits BudgetLimits `json:"limits"`
-	Used   BudgetUsed   `json:"used"`
-}
+// HostBudget is a node's budget (B1) and what holds it (wire.HostBudget).
+type HostBudget = wire.HostBudget
 
-// BudgetLimits are a node's budget figures.
-type BudgetLimits struct {
-	MaxSandboxes int64 `json:"max_sandboxes"`
-	CPUMHz       int64 `json:"cpu_mhz"`
-	MemoryMB     int64 `json:"memory_mb"`
-}
+// BudgetLimits are a node's budget figures (wire.BudgetLimits).
+type BudgetLimits = wire.BudgetLimits
 
-// BudgetUsed is what the live sandboxes of a node hold.
-type BudgetUsed struct {
-	Sandboxes int64 `json:"sandboxes"`
-	CPUMHz    int64 `json:"cpu_mhz"`
-	MemoryMB  int64 `json:"memory_mb"`
-}
+// BudgetUsed is what the live sandboxes of a node hold (wire.BudgetUsed).
+type BudgetUsed = wire.BudgetUsed
+
+// NodeCapacity is what Nomad can allocate on a node and what holds it
+// (wire.NodeCapacity).
+type NodeCapacity = wire.NodeCapacity
+
+// Resources are CPU (MHz) and memory (MB) figures (wire.Resources).
+type Resources = wire.Resources
 
 // Host states an operator sets.
 const (
-	HostActive   = "active"
-	HostFrozen   = "frozen"
-	HostReserved = "reserved"
-	HostDraining = "draining"
+	HostActive   = wire.HostActive
+	HostFrozen   = wire.HostFrozen
+	HostReserved = wire.HostReserved
+	HostDraining = wire.HostDraining
 )
 
 // EnrollRequest is the body of PUT /v1/hosts/{node}/enrollment.
@@ -186,11 +158,8 @@ type BudgetRequest struct {
 }
 
 // HostChange is the answer of an unenrollment or a state change: the host
-// and the sandboxes that were reclaimed on the way (R2).
-type HostChange struct {
-	Host      Host     `json:"host"`
-	Reclaimed []string `json:"reclaimed"`
-}
+// and the sandboxes that were reclaimed on the way (R2; wire.HostChange).
+type HostChange = wire.HostChange
 
 // Token roles that the tokens API mints.
 const (
