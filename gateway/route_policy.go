@@ -22,32 +22,30 @@ import (
 	"sandgate/policies"
 )
 
-// policyView is GET /v1/policy: the serving bundle as a reviewer reads it.
-type policyView struct {
-	Revision string `json:"revision"`
-	// Digest identifies the bundle's files (policies.BundleDigest), so a
-	// reviewer can tell the bundle in force from the one reviewed.
-	Digest          string    `json:"digest"`
-	DigestAlgorithm string    `json:"digest_algorithm"`
-	LoadedAt        time.Time `json:"loaded_at"`
-	// Signed says whether the bundle's signature was verified (a bundle
-	// file served with policy.verification_key); Signer is the key id
-	// that signed it.
-	Signed bool   `json:"signed"`
-	Signer string `json:"signer,omitempty"`
-	// Rules are every annotated rule that can deny, sorted by entrypoint
-	// and id, with its enforcement mode.
-	Rules []policies.Rule `json:"rules"`
-}
-
 // getPolicy is GET /v1/policy: revision, digest, load time and every
 // annotated rule of the bundle in force, read from one engine state.
 func (s *Server) getPolicy(c echo.Context) error {
 	info := s.cfg.Engine.Info()
-	return c.JSON(http.StatusOK, policyView{
+	return c.JSON(http.StatusOK, wire.Policy{
 		Revision: info.Revision, Digest: info.Digest, DigestAlgorithm: policies.DigestAlgorithm,
-		LoadedAt: info.LoadedAt, Signed: info.Signer != "", Signer: info.Signer, Rules: info.Rules,
+		LoadedAt: info.LoadedAt.Format(time.RFC3339Nano), Signed: info.Signer != "", Signer: info.Signer,
+		Rules: rulesView(info.Rules),
 	})
+}
+
+// rulesView is the bundle's rules as the API shows them (nil stays nil).
+func rulesView(rules []policies.Rule) []wire.PolicyRule {
+	if rules == nil {
+		return nil
+	}
+	out := make([]wire.PolicyRule, len(rules))
+	for i, r := range rules {
+		out[i] = wire.PolicyRule{
+			ID: r.ID, Title: r.Title, Description: r.Description, Severity: r.Severity,
+			Entrypoint: string(r.Entrypoint), Location: r.Location, Mode: r.Mode,
+		}
+	}
+	return out
 }
 
 // evaluateRequest is POST /v1/policy/evaluate: either an entrypoint and

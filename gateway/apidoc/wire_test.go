@@ -55,6 +55,7 @@ func TestTheSchemasAreTheWireTypes(t *testing.T) {
 		{"Host", []*openapi3.Schema{schema("Host")}, reflect.TypeFor[wire.Host]()},
 		{"HostChange", []*openapi3.Schema{schema("HostChange")}, reflect.TypeFor[wire.HostChange]()},
 		{"GET /v1/hosts", []*openapi3.Schema{answer("GET", "/v1/hosts")}, reflect.TypeFor[wire.HostList]()},
+		{"Policy", []*openapi3.Schema{schema("Policy")}, reflect.TypeFor[wire.Policy]()},
 	} {
 		compare(t, c.name, c.schemas, c.typ)
 	}

@@ -208,20 +208,8 @@ type Decision struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Policy is the policy bundle a gateway serves (GET /v1/policy).
-type Policy struct {
-	Revision string `json:"revision"`
-	// Digest identifies the bundle's files; DigestAlgorithm says how
-	// (sha256-files-v2: the SHA-256 over the path and bytes of every file
-	// OPA loads from the bundle; docs/policies.md).
-	Digest          string `json:"digest"`
-	DigestAlgorithm string `json:"digest_algorithm"`
-	LoadedAt        string `json:"loaded_at"`
-	Signed          bool   `json:"signed"`
-	// Signer is the key id that verified a signed bundle.
-	Signer string       `json:"signer,omitempty"`
-	Rules  []PolicyRule `json:"rules"`
-}
+// Policy is the policy bundle a gateway serves (GET /v1/policy; wire.Policy).
+type Policy = wire.Policy
 
 // DryRequest is a request as a caller would send it, for a dry run: the
 // gateway builds its input with the live code and decides it.
@@ -248,14 +236,5 @@ type Evaluation struct {
 	DryRun     bool            `json:"dry_run"`
 }
 
-// PolicyRule is one annotated rule of the bundle.
-type PolicyRule struct {
-	ID          string `json:"id"`
-	Title       string `json:"title"`
-	Description string `json:"description"`
-	Severity    string `json:"severity"` // critical, high, medium or low
-	Entrypoint  string `json:"entrypoint"`
-	// Mode is how a violation is enforced: "deny" refuses the request.
-	Mode     string `json:"mode"`
-	Location string `json:"location"` // file:row in the bundle
-}
+// PolicyRule is one annotated rule of the bundle (wire.PolicyRule).
+type PolicyRule = wire.PolicyRule
