@@ -79,21 +79,6 @@ type dryClaims struct {
 	Active    *bool     `json:"active"`
 }
 
-// evaluateAnswer is the full decision, with the input it was made on.
-type evaluateAnswer struct {
-	Entrypoint string               `json:"entrypoint"`
-	Allow      bool                 `json:"allow"`
-	Violations []policies.Violation `json:"violations"`
-	RuleIDs    []string             `json:"rule_ids"`
-	DecisionID string               `json:"decision_id"`
-	Revision   string               `json:"bundle_revision"`
-	DurationUS int64                `json:"duration_us"`
-	// Input is the document decided: the one given, or the one built.
-	Input json.RawMessage `json:"input"`
-	// DryRun is always true: nothing was changed or logged as a decision.
-	DryRun bool `json:"dry_run"`
-}
-
 // ownBodyLimit are the routes that bound their bodies themselves, by
 // Config.Policy, instead of Config.BodyLimit.
 var ownBodyLimit = map[string]bool{"/v1/policy/evaluate": true, "/v1/policy/replay": true}
@@ -197,8 +182,8 @@ func (s *Server) evaluatePolicy(c echo.Context) error {
 	if vs == nil {
 		vs = []policies.Violation{}
 	}
-	return c.JSON(http.StatusOK, evaluateAnswer{
-		Entrypoint: string(ep), Allow: d.Allow, Violations: vs, RuleIDs: d.RuleIDs(), DecisionID: d.ID,
+	return c.JSON(http.StatusOK, wire.Evaluation{
+		Entrypoint: string(ep), Allow: d.Allow, Violations: violationsOf(vs), RuleIDs: d.RuleIDs(), DecisionID: d.ID,
 		Revision: d.Revision, DurationUS: d.Duration.Microseconds(), Input: doc, DryRun: true,
 	})
 }

@@ -56,6 +56,7 @@ func TestTheSchemasAreTheWireTypes(t *testing.T) {
 		{"HostChange", []*openapi3.Schema{schema("HostChange")}, reflect.TypeFor[wire.HostChange]()},
 		{"GET /v1/hosts", []*openapi3.Schema{answer("GET", "/v1/hosts")}, reflect.TypeFor[wire.HostList]()},
 		{"Policy", []*openapi3.Schema{schema("Policy")}, reflect.TypeFor[wire.Policy]()},
+		{"Evaluation", []*openapi3.Schema{schema("Evaluation")}, reflect.TypeFor[wire.Evaluation]()},
 	} {
 		compare(t, c.name, c.schemas, c.typ)
 	}

@@ -223,18 +223,9 @@ type DryRequest struct {
 	Body        json.RawMessage `json:"body,omitempty"`
 }
 
-// Evaluation is a dry run's decision and the input it was made on.
-type Evaluation struct {
-	Entrypoint string          `json:"entrypoint"`
-	Allow      bool            `json:"allow"`
-	Violations []Violation     `json:"violations"`
-	RuleIDs    []string        `json:"rule_ids"`
-	DecisionID string          `json:"decision_id"`
-	Revision   string          `json:"bundle_revision"`
-	DurationUS int64           `json:"duration_us"`
-	Input      json.RawMessage `json:"input"`
-	DryRun     bool            `json:"dry_run"`
-}
+// Evaluation is a dry run's decision and the input it was made on
+// (wire.Evaluation).
+type Evaluation = wire.Evaluation
 
 // PolicyRule is one annotated rule of the bundle (wire.PolicyRule).
 type PolicyRule = wire.PolicyRule

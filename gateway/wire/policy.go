@@ -1,5 +1,7 @@
 package wire
 
+import "encoding/json"
+
 // Policy is the policy bundle a gateway serves (GET /v1/policy).
 type Policy struct {
 	Revision string `json:"revision"`
@@ -31,4 +33,24 @@ type PolicyRule struct {
 	// Mode is how a violation is enforced: "deny" refuses the request,
 	// "warn" and "dryrun" let it through.
 	Mode string `json:"mode"`
+}
+
+// Evaluation is a dry run's decision and the input it was made on
+// (POST /v1/policy/evaluate). Nothing was changed or logged as a decision.
+type Evaluation struct {
+	// Warnings are the rules in warn mode the evaluate request itself
+	// violated; the gateway's JSON serializer puts the member first into
+	// any object it answers (as on Sandbox).
+	Warnings   []Violation `json:"warnings,omitempty"`
+	Entrypoint string      `json:"entrypoint"`
+	Allow      bool        `json:"allow"`
+	Violations []Violation `json:"violations"`
+	RuleIDs    []string    `json:"rule_ids"`
+	DecisionID string      `json:"decision_id"`
+	Revision   string      `json:"bundle_revision"`
+	DurationUS int64       `json:"duration_us"`
+	// Input is the document decided: the one given, or the one built.
+	Input json.RawMessage `json:"input"`
+	// DryRun is always true.
+	DryRun bool `json:"dry_run"`
 }
