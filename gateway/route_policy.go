@@ -48,37 +48,6 @@ func rulesView(rules []policies.Rule) []wire.PolicyRule {
 	return out
 }
 
-// evaluateRequest is POST /v1/policy/evaluate: either an entrypoint and
-// its input document, or a request as a caller would send it, whose input
-// the gateway builds with the live code.
-type evaluateRequest struct {
-	Entrypoint string          `json:"entrypoint"`
-	Input      json.RawMessage `json:"input"`
-	Request    *dryRequest     `json:"request"`
-}
-
-// dryRequest is "what would happen if this caller sent this".
-type dryRequest struct {
-	Method string `json:"method"`
-	// Path is the request target, e.g. /v1/sandboxes/k7x2.../exec?stream=stdout.
-	Path        string          `json:"path"`
-	TokenClaims *dryClaims      `json:"token_claims"`
-	Body        json.RawMessage `json:"body"`
-}
-
-// dryClaims are the verified claims of the token the request would carry.
-// Scopes default to what the gateway mints for the role, exp to an hour
-// from now, active to true.
-type dryClaims struct {
-	Role      string    `json:"role"`
-	Sub       string    `json:"sub"`
-	Scopes    *[]string `json:"scopes"`
-	SandboxID string    `json:"sandbox_id"`
-	Exp       int64     `json:"exp"`
-	JTI       string    `json:"jti"`
-	Active    *bool     `json:"active"`
-}
-
 // ownBodyLimit are the routes that bound their bodies themselves, by
 // Config.Policy, instead of Config.BodyLimit.
 var ownBodyLimit = map[string]bool{"/v1/policy/evaluate": true, "/v1/policy/replay": true}
@@ -112,7 +81,7 @@ func (s *Server) evaluatePolicy(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req evaluateRequest
+	var req wire.EvaluateRequest
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -192,7 +161,7 @@ func (s *Server) evaluatePolicy(c echo.Context) error {
 // live router and authzInput: the route template and parameters Echo
 // finds for the path, the route's own body decoding, the logs query and
 // the target's record from the store.
-func (s *Server) dryRunInput(ctx context.Context, r dryRequest) (policies.AuthzInput, error) {
+func (s *Server) dryRunInput(ctx context.Context, r wire.DryRequest) (policies.AuthzInput, error) {
 	if r.Method == "" || !strings.HasPrefix(r.Path, "/") {
 		return policies.AuthzInput{}, invalid("request", "needs a method and an absolute path")
 	}

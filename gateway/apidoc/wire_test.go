@@ -57,6 +57,7 @@ func TestTheSchemasAreTheWireTypes(t *testing.T) {
 		{"GET /v1/hosts", []*openapi3.Schema{answer("GET", "/v1/hosts")}, reflect.TypeFor[wire.HostList]()},
 		{"Policy", []*openapi3.Schema{schema("Policy")}, reflect.TypeFor[wire.Policy]()},
 		{"Evaluation", []*openapi3.Schema{schema("Evaluation")}, reflect.TypeFor[wire.Evaluation]()},
+		{"EvaluateRequest", []*openapi3.Schema{schema("EvaluateRequest")}, reflect.TypeFor[wire.EvaluateRequest]()},
 	} {
 		compare(t, c.name, c.schemas, c.typ)
 	}

@@ -120,13 +120,13 @@ func (c *Client) Policy(ctx context.Context) (Policy, error) {
 // what would the policy decide if this caller sent this. Nothing changes.
 func (c *Client) EvaluateRequest(ctx context.Context, req DryRequest) (Evaluation, error) {
 	var out Evaluation
-	err := c.do(ctx, request{method: http.MethodPost, path: "/v1/policy/evaluate", in: map[string]any{"request": req}, out: &out})
+	err := c.do(ctx, request{method: http.MethodPost, path: "/v1/policy/evaluate", in: wire.EvaluateRequest{Request: &req}, out: &out})
 	return out, err
 }
 
 // EvaluateInput dry-runs an input document on one entrypoint.
 func (c *Client) EvaluateInput(ctx context.Context, entrypoint string, input json.RawMessage) (Evaluation, error) {
 	var out Evaluation
-	err := c.do(ctx, request{method: http.MethodPost, path: "/v1/policy/evaluate", in: map[string]any{"entrypoint": entrypoint, "input": input}, out: &out})
+	err := c.do(ctx, request{method: http.MethodPost, path: "/v1/policy/evaluate", in: wire.EvaluateRequest{Entrypoint: entrypoint, Input: input}, out: &out})
 	return out, err
 }

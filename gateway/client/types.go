@@ -1,10 +1,6 @@
 package client
 
-import (
-	"encoding/json"
-
-	"sandgate/gateway/wire"
-)
+import "sandgate/gateway/wire"
 
 // The API's objects, field for field as docs/api.md shows them. Times are
 // the RFC 3339 UTC strings the gateway sends (empty when unset), kept as
@@ -212,16 +208,14 @@ type Decision struct {
 type Policy = wire.Policy
 
 // DryRequest is a request as a caller would send it, for a dry run: the
-// gateway builds its input with the live code and decides it.
-type DryRequest struct {
-	Method string `json:"method"`
-	// Path is the request target, query included.
-	Path string `json:"path"`
-	// TokenClaims: role is required; scopes default to the role's, exp to
-	// an hour from now, active to true.
-	TokenClaims map[string]any  `json:"token_claims"`
-	Body        json.RawMessage `json:"body,omitempty"`
-}
+// gateway builds its input with the live code and decides it
+// (wire.DryRequest).
+type DryRequest = wire.DryRequest
+
+// DryClaims are the claims of the token a dry-run request would carry:
+// Role is required; Scopes default to the role's, Exp to an hour from now,
+// Active to true (wire.DryClaims).
+type DryClaims = wire.DryClaims
 
 // Evaluation is a dry run's decision and the input it was made on
 // (wire.Evaluation).

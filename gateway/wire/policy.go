@@ -54,3 +54,38 @@ type Evaluation struct {
 	// DryRun is always true.
 	DryRun bool `json:"dry_run"`
 }
+
+// EvaluateRequest is the body of POST /v1/policy/evaluate: either an
+// entrypoint and its input document, or Request, a request as a caller
+// would send it, whose input the gateway builds with the live code.
+type EvaluateRequest struct {
+	// Entrypoint is the decision to evaluate (authz, admission, ...).
+	Entrypoint string          `json:"entrypoint,omitempty"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Request    *DryRequest     `json:"request,omitempty"`
+}
+
+// DryRequest is "what would happen if this caller sent this".
+type DryRequest struct {
+	Method string `json:"method"`
+	// Path is the request target, query included, e.g.
+	// /v1/sandboxes/k7x2.../logs?stream=stdout.
+	Path string `json:"path"`
+	// TokenClaims are the claims of the token the request would carry;
+	// a role is required.
+	TokenClaims *DryClaims      `json:"token_claims"`
+	Body        json.RawMessage `json:"body,omitempty"`
+}
+
+// DryClaims are the verified claims of the token a dry-run request would
+// carry. Scopes default to what the gateway mints for the role, Exp to an
+// hour from now, Active to true.
+type DryClaims struct {
+	Role      string    `json:"role"`
+	Sub       string    `json:"sub,omitempty"`
+	Scopes    *[]string `json:"scopes,omitempty"`
+	SandboxID string    `json:"sandbox_id,omitempty"`
+	Exp       int64     `json:"exp,omitempty"`
+	JTI       string    `json:"jti,omitempty"`
+	Active    *bool     `json:"active,omitempty"`
+}
