@@ -57,6 +57,8 @@ func TestTheSchemasAreTheWireTypes(t *testing.T) {
 		{"GET /v1/hosts", []*openapi3.Schema{answer("GET", "/v1/hosts")}, reflect.TypeFor[wire.HostList]()},
 		{"Policy", []*openapi3.Schema{schema("Policy")}, reflect.TypeFor[wire.Policy]()},
 		{"Evaluation", []*openapi3.Schema{schema("Evaluation")}, reflect.TypeFor[wire.Evaluation]()},
+		{"LoggedDecision", []*openapi3.Schema{schema("LoggedDecision")}, reflect.TypeFor[wire.Decision]()},
+		{"GET /v1/decisions", []*openapi3.Schema{answer("GET", "/v1/decisions")}, reflect.TypeFor[wire.DecisionPage]()},
 		{"EvaluateRequest", []*openapi3.Schema{schema("EvaluateRequest")}, reflect.TypeFor[wire.EvaluateRequest]()},
 	} {
 		compare(t, c.name, c.schemas, c.typ)

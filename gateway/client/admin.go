@@ -95,9 +95,7 @@ func (c *Client) RevokeToken(ctx context.Context, id string) error {
 // Decisions is GET /v1/decisions (operators): the gateway's recent policy
 // decisions, newest first; limit 0 takes the gateway's default (50).
 func (c *Client) Decisions(ctx context.Context, limit int) ([]Decision, error) {
-	var out struct {
-		Decisions []Decision `json:"decisions"`
-	}
+	var out DecisionPage
 	r := request{method: http.MethodGet, path: "/v1/decisions", out: &out}
 	if limit != 0 {
 		r.query = url.Values{"limit": {strconv.Itoa(limit)}}

@@ -181,28 +181,13 @@ type MintRequest struct {
 	Quota *Quota `json:"quota,omitempty"`
 }
 
-// Decision is one policy decision of the gateway's recent history.
-type Decision struct {
-	Time           string      `json:"time"`
-	DecisionID     string      `json:"decision_id"`
-	Entrypoint     string      `json:"entrypoint"`
-	BundleRevision string      `json:"bundle_revision"`
-	Allow          bool        `json:"allow"`
-	RuleIDs        []string    `json:"rule_ids"`
-	Violations     []Violation `json:"violations"`
-	// InputSHA256 is the hex SHA-256 of the policy input document.
-	InputSHA256 string `json:"input_sha256,omitempty"`
-	DurationUS  int64  `json:"duration_us"`
-	Principal   string `json:"principal,omitempty"`
-	Method      string `json:"method,omitempty"`
-	Route       string `json:"route,omitempty"`
-	RequestID   string `json:"request_id,omitempty"`
-	SandboxID   string `json:"sandbox_id,omitempty"`
-	// Action is what a lifecycle decision was about.
-	Action string `json:"action,omitempty"`
-	// Error is set when the engine failed (and the request was refused).
-	Error string `json:"error,omitempty"`
-}
+// Decision is one policy decision of the gateway's decision log
+// (wire.Decision).
+type Decision = wire.Decision
+
+// DecisionPage is one page of the decision log, newest first
+// (wire.DecisionPage).
+type DecisionPage = wire.DecisionPage
 
 // Policy is the policy bundle a gateway serves (GET /v1/policy; wire.Policy).
 type Policy = wire.Policy
