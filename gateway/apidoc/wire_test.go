@@ -52,6 +52,7 @@ func TestTheSchemasAreTheWireTypes(t *testing.T) {
 		{"Problem", []*openapi3.Schema{schema("Problem")}, reflect.TypeFor[wire.Problem]()},
 		{"Violation", []*openapi3.Schema{schema("Violation")}, reflect.TypeFor[wire.Violation]()},
 		{"Token", []*openapi3.Schema{schema("Token"), schema("MintedToken")}, reflect.TypeFor[wire.Token]()},
+		{"Capabilities", []*openapi3.Schema{schema("Capabilities")}, reflect.TypeFor[wire.Capabilities]()},
 		{"Host", []*openapi3.Schema{schema("Host")}, reflect.TypeFor[wire.Host]()},
 		{"HostChange", []*openapi3.Schema{schema("HostChange")}, reflect.TypeFor[wire.HostChange]()},
 		{"GET /v1/hosts", []*openapi3.Schema{answer("GET", "/v1/hosts")}, reflect.TypeFor[wire.HostList]()},

@@ -6,27 +6,9 @@ import "sandgate/gateway/wire"
 // the RFC 3339 UTC strings the gateway sends (empty when unset), kept as
 // text so an object prints back exactly as it was received.
 
-// Capabilities is GET /v1/capabilities (SPEC C1).
-type Capabilities struct {
-	Capabilities   []string `json:"capabilities"`
-	Version        string   `json:"version"`
-	BundleRevision string   `json:"bundle_revision"`
-	Simulated      bool     `json:"simulated"`
-	// Choices are the values a create may name in the serving bundle:
-	// "profiles", "networks" and "images"; empty from a gateway that
-	// predates them.
-	Choices map[string][]string `json:"choices,omitempty"`
-}
-
-// Has reports whether the gateway advertises the capability name.
-func (c Capabilities) Has(name string) bool {
-	for _, v := range c.Capabilities {
-		if v == name {
-			return true
-		}
-	}
-	return false
-}
+// Capabilities is GET /v1/capabilities (C1; wire.Capabilities); Has
+// reports whether the gateway advertises a capability.
+type Capabilities = wire.Capabilities
 
 // Sandbox states.
 const (
