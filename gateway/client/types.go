@@ -62,21 +62,9 @@ type ExecRequest struct {
 	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
 }
 
-// ExecResult is the answer of an exec. A non-zero exit or a timeout is a
-// result, not an error.
-type ExecResult struct {
-	// ExitCode is nil only when the gateway gave up on the stream.
-	ExitCode        *int   `json:"exit_code"`
-	Stdout          string `json:"stdout"`
-	Stderr          string `json:"stderr"`
-	StdoutBytes     int64  `json:"stdout_bytes"`
-	StderrBytes     int64  `json:"stderr_bytes"`
-	StdoutTruncated bool   `json:"stdout_truncated"`
-	StderrTruncated bool   `json:"stderr_truncated"`
-	Truncated       bool   `json:"truncated"`
-	TimedOut        bool   `json:"timed_out"`
-	DurationMS      int64  `json:"duration_ms"`
-}
+// ExecResult is the answer of an exec (wire.ExecResult). A non-zero exit
+// or a timeout is a result, not an error.
+type ExecResult = wire.ExecResult
 
 // LogsOptions select what Logs returns.
 type LogsOptions struct {
