@@ -59,6 +59,8 @@ func TestTheSchemasAreTheWireTypes(t *testing.T) {
 		{"ExecKeepalive", []*openapi3.Schema{schema("ExecKeepalive")}, reflect.TypeFor[wire.ExecKeepalive]()},
 		{"ExecExit", []*openapi3.Schema{schema("ExecExit")}, reflect.TypeFor[wire.ExecExit]()},
 		{"StreamError", []*openapi3.Schema{schema("StreamError")}, reflect.TypeFor[wire.StreamError]()},
+		{"FileInfo", []*openapi3.Schema{schema("FileInfo")}, reflect.TypeFor[wire.FileInfo]()},
+		{"Listing", []*openapi3.Schema{schema("Listing")}, reflect.TypeFor[wire.Listing]()},
 		{"Host", []*openapi3.Schema{schema("Host")}, reflect.TypeFor[wire.Host]()},
 		{"HostChange", []*openapi3.Schema{schema("HostChange")}, reflect.TypeFor[wire.HostChange]()},
 		{"GET /v1/hosts", []*openapi3.Schema{answer("GET", "/v1/hosts")}, reflect.TypeFor[wire.HostList]()},
