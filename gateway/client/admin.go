@@ -73,9 +73,7 @@ func (c *Client) MintToken(ctx context.Context, req MintRequest) (Token, error) 
 // ListTokens is GET /v1/tokens (operators): operator and agent tokens,
 // never their secrets.
 func (c *Client) ListTokens(ctx context.Context) ([]Token, error) {
-	var out struct {
-		Tokens []Token `json:"tokens"`
-	}
+	var out wire.TokenList
 	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/tokens", out: &out}); err != nil {
 		return nil, err
 	}
