@@ -32,17 +32,7 @@ const (
 )
 
 // enrollRequest is PUT /v1/hosts/{node}/enrollment.
-type enrollRequest struct {
-	Egress *bool         `json:"egress"`
-	Budget *budgetFields `json:"budget"`
-}
-
-// budgetFields are the figures of a node budget; nil means the default.
-type budgetFields struct {
-	MaxSandboxes *int64 `json:"max_sandboxes"`
-	CPUMHz       *int64 `json:"cpu_mhz"`
-	MemoryMB     *int64 `json:"memory_mb"`
-}
+type enrollRequest wire.EnrollRequest
 
 func (r *enrollRequest) required() bool                   { return false }
 func (r *enrollRequest) policyBody() policies.RequestBody { return policies.RequestBody{} }

@@ -69,6 +69,7 @@ func TestTheSchemasAreTheWireTypes(t *testing.T) {
 		{"Evaluation", []*openapi3.Schema{schema("Evaluation")}, reflect.TypeFor[wire.Evaluation]()},
 		{"LoggedDecision", []*openapi3.Schema{schema("LoggedDecision")}, reflect.TypeFor[wire.Decision]()},
 		{"GET /v1/decisions", []*openapi3.Schema{answer("GET", "/v1/decisions")}, reflect.TypeFor[wire.DecisionPage]()},
+		{"EnrollRequest", []*openapi3.Schema{schema("EnrollRequest")}, reflect.TypeFor[wire.EnrollRequest]()},
 		{"EvaluateRequest", []*openapi3.Schema{schema("EvaluateRequest")}, reflect.TypeFor[wire.EvaluateRequest]()},
 	} {
 		compare(t, c.name, c.schemas, c.typ, true)

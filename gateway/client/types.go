@@ -109,19 +109,14 @@ const (
 	HostDraining = wire.HostDraining
 )
 
-// EnrollRequest is the body of PUT /v1/hosts/{node}/enrollment.
-type EnrollRequest struct {
-	Egress bool `json:"egress"`
-	// Budget figures left nil take the policy default.
-	Budget *BudgetRequest `json:"budget,omitempty"`
-}
+// EnrollRequest is the body of PUT /v1/hosts/{node}/enrollment
+// (wire.EnrollRequest): Egress nil is false; budget figures left nil take
+// the policy default.
+type EnrollRequest = wire.EnrollRequest
 
-// BudgetRequest holds the budget figures an enrollment sets.
-type BudgetRequest struct {
-	MaxSandboxes *int64 `json:"max_sandboxes,omitempty"`
-	CPUMHz       *int64 `json:"cpu_mhz,omitempty"`
-	MemoryMB     *int64 `json:"memory_mb,omitempty"`
-}
+// BudgetRequest holds the budget figures an enrollment sets
+// (wire.BudgetRequest).
+type BudgetRequest = wire.BudgetRequest
 
 // HostChange is the answer of an unenrollment or a state change: the host
 // and the sandboxes that were reclaimed on the way (R2; wire.HostChange).
