@@ -39,9 +39,7 @@ func (r *enrollRequest) policyBody() policies.RequestBody { return policies.Requ
 func (r *enrollRequest) check(*Server) error              { return nil }
 
 // stateRequest is POST /v1/hosts/{node}/state.
-type stateRequest struct {
-	State *string `json:"state"`
-}
+type stateRequest wire.HostStateRequest
 
 func (r *stateRequest) required() bool                   { return true }
 func (r *stateRequest) policyBody() policies.RequestBody { return policies.RequestBody{} }

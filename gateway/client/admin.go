@@ -55,9 +55,7 @@ func (c *Client) SetHostState(ctx context.Context, node, state string) (HostChan
 	if err != nil {
 		return out, err
 	}
-	body := struct {
-		State string `json:"state"`
-	}{state}
+	body := wire.HostStateRequest{State: &state}
 	err = c.do(ctx, request{method: http.MethodPost, path: "/v1/hosts/" + seg + "/state", in: body, out: &out})
 	return out, err
 }

@@ -18,3 +18,15 @@ type BudgetRequest struct {
 	CPUMHz       *int64 `json:"cpu_mhz,omitempty"`
 	MemoryMB     *int64 `json:"memory_mb,omitempty"`
 }
+
+// HostStateRequest is the body of POST /v1/hosts/{node}/state: one of the
+// Host* states (required).
+type HostStateRequest struct {
+	State *string `json:"state"`
+}
+
+// ExtendRequest is the body of POST /v1/sandboxes/{id}/extend: the new
+// expiry is now + TTLSeconds (required), capped at the ceiling.
+type ExtendRequest struct {
+	TTLSeconds *int64 `json:"ttl_seconds"`
+}
