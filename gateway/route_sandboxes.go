@@ -208,9 +208,7 @@ func (s *Server) extendSandbox(c echo.Context) error {
 }
 
 // extendRequest is POST /v1/sandboxes/{id}/extend.
-type extendRequest struct {
-	TTLSeconds *int64 `json:"ttl_seconds"`
-}
+type extendRequest wire.ExtendRequest
 
 func (r *extendRequest) required() bool { return true }
 

@@ -71,6 +71,7 @@ func TestTheSchemasAreTheWireTypes(t *testing.T) {
 		{"GET /v1/decisions", []*openapi3.Schema{answer("GET", "/v1/decisions")}, reflect.TypeFor[wire.DecisionPage]()},
 		{"EnrollRequest", []*openapi3.Schema{schema("EnrollRequest")}, reflect.TypeFor[wire.EnrollRequest]()},
 		{"HostStateRequest", []*openapi3.Schema{schema("HostStateRequest")}, reflect.TypeFor[wire.HostStateRequest]()},
+		{"ExtendRequest", []*openapi3.Schema{schema("ExtendRequest")}, reflect.TypeFor[wire.ExtendRequest]()},
 		{"EvaluateRequest", []*openapi3.Schema{schema("EvaluateRequest")}, reflect.TypeFor[wire.EvaluateRequest]()},
 	} {
 		compare(t, c.name, c.schemas, c.typ, true)

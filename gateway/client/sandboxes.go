@@ -195,9 +195,7 @@ func (c *Client) Extend(ctx context.Context, id string, ttl time.Duration) (Sand
 	if ttl < time.Second {
 		return out, fmt.Errorf("%w: ttl %s is below one second", ErrInvalidArgument, ttl)
 	}
-	body := struct {
-		TTLSeconds int64 `json:"ttl_seconds"`
-	}{int64(math.Ceil(ttl.Seconds()))}
+	body := wire.ExtendRequest{TTLSeconds: new(int64(math.Ceil(ttl.Seconds())))}
 	err = c.do(ctx, request{method: http.MethodPost, path: "/v1/sandboxes/" + seg + "/extend", in: body, out: &out})
 	return out, err
 }
