@@ -10,14 +10,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"sandgate/gateway/audit"
+	"sandgate/gateway/wire"
 )
-
-// decisionsPage is GET /v1/decisions: newest first.
-type decisionsPage struct {
-	Decisions []audit.Entry `json:"decisions"`
-	// NextCursor continues with older decisions; absent when there are none.
-	NextCursor string `json:"next_cursor,omitempty"`
-}
 
 // listDecisions is GET /v1/decisions?since=&until=&allow=&rule=&principal=
 // &entrypoint=&limit=&cursor=&inputs=: a query over the decision log
@@ -37,7 +31,7 @@ func (s *Server) listDecisions(c echo.Context) error {
 	if p.Entries == nil {
 		p.Entries = []audit.Entry{}
 	}
-	return c.JSON(http.StatusOK, decisionsPage{Decisions: p.Entries, NextCursor: p.Next})
+	return c.JSON(http.StatusOK, wire.DecisionPage{Decisions: p.Entries, NextCursor: p.Next})
 }
 
 // decisionQuery reads the query parameters of GET /v1/decisions; a bad

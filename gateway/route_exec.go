@@ -13,30 +13,13 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"sandgate/gateway/wire"
 	"sandgate/internal/clip"
 	"sandgate/nomad"
 	"sandgate/policies"
 	"sandgate/render/execwrap"
 	"sandgate/store"
 )
-
-// execResult is the answer to an exec: a command's exit, failure or
-// timeout is data in a 200, never an HTTP error.
-type execResult struct {
-	// ExitCode is null only when the gateway gave up on the stream after
-	// the timeout and its grace period, so no exit code arrived.
-	ExitCode        *int   `json:"exit_code"`
-	Stdout          string `json:"stdout"`
-	Stderr          string `json:"stderr"`
-	StdoutBytes     int64  `json:"stdout_bytes"` // total produced, including what was cut
-	StderrBytes     int64  `json:"stderr_bytes"`
-	StdoutTruncated bool   `json:"stdout_truncated"`
-	StderrTruncated bool   `json:"stderr_truncated"`
-	// Truncated is stdout_truncated || stderr_truncated (docs/api.md, Exec).
-	Truncated  bool  `json:"truncated"`
-	TimedOut   bool  `json:"timed_out"`
-	DurationMS int64 `json:"duration_ms"`
-}
 
 // killAfter is how long the in-sandbox wrapper waits, after SIGTERM to the
 // timed-out command's process group, before SIGKILL.
@@ -77,7 +60,7 @@ func (s *Server) execSandbox(c echo.Context) error {
 	start := time.Now()
 	code, err := s.cfg.Nomad.Exec(ctx, rec.AllocID, s.taskName, argv, stdin, stdout, stderr)
 	elapsed := time.Since(start)
-	res := execResult{DurationMS: elapsed.Milliseconds()}
+	res := wire.ExecResult{DurationMS: elapsed.Milliseconds()}
 	switch {
 	case err == nil:
 		res.ExitCode = &code

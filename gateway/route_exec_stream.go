@@ -27,22 +27,9 @@ import (
 // exit (what the command returned, as the gateway saw it) or error (typed:
 // sandbox_lost, nomad_unavailable, timeout, cancelled). An exit event is
 // written only for an exit status Nomad reported.
-const (
-	eventStart     = "start"
-	eventStdout    = "stdout"
-	eventStderr    = "stderr"
-	eventKeepalive = "keepalive"
-	eventExit      = "exit"
-	eventError     = "error"
-)
-
-// Error codes of the error event.
-const (
-	streamSandboxLost      = "sandbox_lost"
-	streamNomadUnavailable = "nomad_unavailable"
-	streamTimeout          = "timeout"
-	streamCancelled        = "cancelled"
-)
+//
+// The event names, the error codes and the events' objects are wire's
+// (Event*, Stream*, Exec*, StreamError).
 
 // wantsEventStream reports whether the caller asked for the exec as SSE.
 func wantsEventStream(c echo.Context) bool {
@@ -53,30 +40,6 @@ func wantsEventStream(c echo.Context) bool {
 		}
 	}
 	return false
-}
-
-// outputEvent is a stdout or stderr event: data as UTF-8 text, or base64
-// when the chunk's bytes are not valid UTF-8.
-type outputEvent struct {
-	Data     string `json:"data"`
-	Encoding string `json:"encoding"`
-}
-
-// exitEvent is the exit event.
-type exitEvent struct {
-	ExitCode        int   `json:"exit_code"`
-	TimedOut        bool  `json:"timed_out"`
-	StdoutBytes     int64 `json:"stdout_bytes"`
-	StderrBytes     int64 `json:"stderr_bytes"`
-	StdoutTruncated bool  `json:"stdout_truncated"`
-	StderrTruncated bool  `json:"stderr_truncated"`
-	DurationMS      int64 `json:"duration_ms"`
-}
-
-// errorEvent is the error event.
-type errorEvent struct {
-	Code   string `json:"code"`
-	Detail string `json:"detail"`
 }
 
 // chunk is output read from the exec stream.
@@ -153,16 +116,14 @@ func (s *Server) execStream(c echo.Context, rec store.Sandbox, cmd execwrap.Comm
 	res.Header().Set("X-Accel-Buffering", "no")
 	res.WriteHeader(http.StatusOK)
 	ev := &sse{w: res}
-	ev.send(eventStart, map[string]any{
-		"sandbox_id": rec.ID, "timeout_seconds": int64(timeout / time.Second), "max_output_bytes": limit,
-	})
+	ev.send(wire.EventStart, wire.ExecStart{SandboxID: rec.ID, TimeoutSeconds: int64(timeout / time.Second), MaxOutputBytes: limit})
 
 	reqCtx := c.Request().Context()
 	ctx, cancel := context.WithTimeout(reqCtx, timeout+killAfter+s.cfg.ExecGrace)
 	defer cancel()
 	chunks := make(chan chunk, 16)
-	stdout := &streamWriter{ctx: ctx, stream: eventStdout, limit: limit, out: chunks}
-	stderr := &streamWriter{ctx: ctx, stream: eventStderr, limit: limit, out: chunks}
+	stdout := &streamWriter{ctx: ctx, stream: wire.EventStdout, limit: limit, out: chunks}
+	stderr := &streamWriter{ctx: ctx, stream: wire.EventStderr, limit: limit, out: chunks}
 	type outcome struct {
 		code int
 		err  error
@@ -176,9 +137,9 @@ func (s *Server) execStream(c echo.Context, rec store.Sandbox, cmd execwrap.Comm
 	keepalive := time.NewTicker(s.cfg.KeepaliveInterval)
 	defer keepalive.Stop()
 	emit := func(ch chunk) {
-		out := outputEvent{Data: string(ch.data), Encoding: "utf-8"}
+		out := wire.ExecOutput{Data: string(ch.data), Encoding: "utf-8"}
 		if !utf8.Valid(ch.data) {
-			out = outputEvent{Data: base64.StdEncoding.EncodeToString(ch.data), Encoding: "base64"}
+			out = wire.ExecOutput{Data: base64.StdEncoding.EncodeToString(ch.data), Encoding: "base64"}
 		}
 		ev.send(ch.stream, out)
 		keepalive.Reset(s.cfg.KeepaliveInterval)
@@ -188,7 +149,7 @@ func (s *Server) execStream(c echo.Context, rec store.Sandbox, cmd execwrap.Comm
 		case ch := <-chunks:
 			emit(ch)
 		case <-keepalive.C:
-			ev.send(eventKeepalive, map[string]any{"elapsed_ms": time.Since(start).Milliseconds()})
+			ev.send(wire.EventKeepalive, wire.ExecKeepalive{ElapsedMS: time.Since(start).Milliseconds()})
 		case o := <-done:
 			// Exec has returned: every chunk it wrote is in the channel.
 			for drained := false; !drained; {
@@ -211,7 +172,7 @@ func (s *Server) execStream(c echo.Context, rec store.Sandbox, cmd execwrap.Comm
 			// A sandbox that ended meanwhile (destroyed, expired, reclaimed)
 			// killed the command: its status is not the command's answer.
 			if ended, ok := s.endedMeanwhile(reqCtx, rec, o.code, o.err); ok {
-				ev.send(eventError, ended)
+				ev.send(wire.EventError, ended)
 				return nil
 			}
 			if o.err == nil || errors.Is(o.err, nomad.ErrCommandNotStarted) {
@@ -221,10 +182,10 @@ func (s *Server) execStream(c echo.Context, rec store.Sandbox, cmd execwrap.Comm
 					if ne := (*nomad.Error)(nil); errors.As(o.err, &ne) {
 						msg = ne.Msg
 					}
-					ev.send(eventStderr, outputEvent{Data: "sandgate: Nomad could not start the command: " + msg + "\n", Encoding: "utf-8"})
+					ev.send(wire.EventStderr, wire.ExecOutput{Data: "sandgate: Nomad could not start the command: " + msg + "\n", Encoding: "utf-8"})
 					code = 127
 				}
-				ev.send(eventExit, exitEvent{
+				ev.send(wire.EventExit, wire.ExecExit{
 					ExitCode: code, TimedOut: elapsed >= timeout,
 					StdoutBytes: stdout.total, StderrBytes: stderr.total,
 					StdoutTruncated: stdout.truncated(), StderrTruncated: stderr.truncated(),
@@ -232,7 +193,7 @@ func (s *Server) execStream(c echo.Context, rec store.Sandbox, cmd execwrap.Comm
 				})
 				return nil
 			}
-			ev.send(eventError, s.streamError(reqCtx, rec, o.err))
+			ev.send(wire.EventError, s.streamError(reqCtx, rec, o.err))
 			return nil
 		}
 	}
@@ -244,24 +205,24 @@ func (s *Server) execStream(c echo.Context, rec store.Sandbox, cmd execwrap.Comm
 // has ended its allocation (a destroy stops the job before it records the
 // end). A node that is down is not an end: streamError says
 // nomad_unavailable.
-func (s *Server) endedMeanwhile(reqCtx context.Context, rec store.Sandbox, code int, execErr error) (errorEvent, bool) {
+func (s *Server) endedMeanwhile(reqCtx context.Context, rec store.Sandbox, code int, execErr error) (wire.StreamError, bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), 10*time.Second)
 	defer cancel()
 	now, err := s.cfg.Store.Get(ctx, rec.ID)
 	if err == nil && !now.State.Live() {
-		return errorEvent{Code: streamSandboxLost, Detail: fmt.Sprintf("the sandbox ended (%s) while the command ran", orText(now.EndReason, string(now.State)))}, true
+		return wire.StreamError{Code: wire.StreamSandboxLost, Detail: fmt.Sprintf("the sandbox ended (%s) while the command ran", orText(now.EndReason, string(now.State)))}, true
 	}
 	if (execErr == nil && code < 128) || errors.Is(execErr, context.DeadlineExceeded) {
-		return errorEvent{}, false // a silent Nomad is not asked again: the deadline has passed
+		return wire.StreamError{}, false // a silent Nomad is not asked again: the deadline has passed
 	}
 	f, detail, err := s.allocFate(ctx, rec)
 	if err != nil || (f != fateStopping && f != fateLost) {
-		return errorEvent{}, false
+		return wire.StreamError{}, false
 	}
 	if execErr != nil {
-		return errorEvent{Code: streamSandboxLost, Detail: "the exec stream ended as the sandbox went away: " + detail}, true
+		return wire.StreamError{Code: wire.StreamSandboxLost, Detail: "the exec stream ended as the sandbox went away: " + detail}, true
 	}
-	return errorEvent{Code: streamSandboxLost, Detail: fmt.Sprintf("the command was killed (status %d) as its sandbox went away: %s", code, detail)}, true
+	return wire.StreamError{Code: wire.StreamSandboxLost, Detail: fmt.Sprintf("the command was killed (status %d) as its sandbox went away: %s", code, detail)}, true
 }
 
 // stopStreamedExec kills, in the background, the process tree of the
@@ -282,12 +243,12 @@ func (s *Server) stopStreamedExec(rec store.Sandbox, execID string) {
 }
 
 // streamError types the end of an exec stream that brought no exit status.
-func (s *Server) streamError(reqCtx context.Context, rec store.Sandbox, err error) errorEvent {
+func (s *Server) streamError(reqCtx context.Context, rec store.Sandbox, err error) wire.StreamError {
 	switch {
 	case reqCtx.Err() != nil:
-		return errorEvent{Code: streamCancelled, Detail: "the caller went away; the command is stopped"}
+		return wire.StreamError{Code: wire.StreamCancelled, Detail: "the caller went away; the command is stopped"}
 	case errors.Is(err, context.DeadlineExceeded):
-		return errorEvent{Code: streamTimeout, Detail: "no exit status arrived within the timeout and the grace after it; the command was stopped at its timeout"}
+		return wire.StreamError{Code: wire.StreamTimeout, Detail: "no exit status arrived within the timeout and the grace after it; the command was stopped at its timeout"}
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), 10*time.Second)
 	defer cancel()
@@ -295,10 +256,10 @@ func (s *Server) streamError(reqCtx context.Context, rec store.Sandbox, err erro
 	if errors.As(s.streamFailed(ctx, rec, "the exec stream", err), &p) {
 		switch p.Code {
 		case wire.CodeSandboxLost, wire.CodeSandboxEnded, wire.CodeSandboxExpired:
-			return errorEvent{Code: streamSandboxLost, Detail: p.Detail}
+			return wire.StreamError{Code: wire.StreamSandboxLost, Detail: p.Detail}
 		default:
-			return errorEvent{Code: streamNomadUnavailable, Detail: p.Detail}
+			return wire.StreamError{Code: wire.StreamNomadUnavailable, Detail: p.Detail}
 		}
 	}
-	return errorEvent{Code: streamNomadUnavailable, Detail: "the exec stream broke: " + err.Error()}
+	return wire.StreamError{Code: wire.StreamNomadUnavailable, Detail: "the exec stream broke: " + err.Error()}
 }

@@ -129,26 +129,6 @@ func (q filesQuery) policyFile() *policies.FileRequest {
 	return &policies.FileRequest{Path: q.normalised, Bytes: q.bytes, Mode: q.mode}
 }
 
-// fileInfo is what a PUT answers, and what a listing holds per entry.
-type fileInfo struct {
-	Path       string `json:"path,omitempty"`
-	Name       string `json:"name,omitempty"`
-	Type       string `json:"type"` // file, dir, symlink or other
-	Size       int64  `json:"size"`
-	Mode       string `json:"mode"` // octal, e.g. "0644"
-	ModifiedAt string `json:"modified_at"`
-}
-
-// listing is a directory's GET.
-type listing struct {
-	Path    string     `json:"path"`
-	Entries []fileInfo `json:"entries"`
-	// Truncated: the directory holds more than files.max_list_entries
-	// entries; Total says how many.
-	Truncated bool `json:"truncated"`
-	Total     int  `json:"total"`
-}
-
 // filesLimits is the files routes' first middleware: it puts the
 // policy's files.* limits on the answer before anything can refuse it, so
 // that a refusal by authentication or the policy (401, 403 F1/F2, 404
@@ -286,7 +266,7 @@ func (s *Server) getFile(c echo.Context) error {
 	if err != nil || code != 0 {
 		return nomadUnavailable("the sandbox's directory listing was not understood", errors.Join(err, fmt.Errorf("exit %d: %s", code, stderrText(stderr))))
 	}
-	l := listing{Path: req.Path, Entries: make([]fileInfo, 0, len(entries)), Total: out.header.Total, Truncated: out.header.Total > out.header.Listed}
+	l := wire.Listing{Path: req.Path, Entries: make([]wire.FileInfo, 0, len(entries)), Total: out.header.Total, Truncated: out.header.Total > out.header.Listed}
 	for _, e := range entries {
 		fi := infoOf("", e.Type, e.Stat)
 		fi.Name = e.Name
@@ -375,8 +355,8 @@ func (w *getWriter) commit() error {
 	return nil
 }
 
-func infoOf(p, typ string, st fileops.Stat) fileInfo {
-	return fileInfo{Path: p, Type: typ, Size: st.Size, Mode: fmt.Sprintf("%04o", st.Mode), ModifiedAt: st.ModTime.Format(time.RFC3339)}
+func infoOf(p, typ string, st fileops.Stat) wire.FileInfo {
+	return wire.FileInfo{Path: p, Type: typ, Size: st.Size, Mode: fmt.Sprintf("%04o", st.Mode), ModifiedAt: st.ModTime.Format(time.RFC3339)}
 }
 
 func stderrText(b *cappedBuffer) string {

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"sandgate/docs"
+	"sandgate/gateway/wire"
 	"sandgate/policies"
 )
 
@@ -27,12 +28,12 @@ func (s *Server) Capabilities() []string {
 }
 
 func (s *Server) capabilities(c echo.Context) error {
-	return c.JSON(http.StatusOK, map[string]any{
-		"capabilities":    s.Capabilities(),
-		"version":         s.cfg.Version,
-		"bundle_revision": s.cfg.Engine.Revision(),
-		"simulated":       s.cfg.Simulated,
-		"choices":         createChoices(s.cfg.Engine.Settings()),
+	return c.JSON(http.StatusOK, wire.Capabilities{
+		Capabilities:   s.Capabilities(),
+		Version:        s.cfg.Version,
+		BundleRevision: s.cfg.Engine.Revision(),
+		Simulated:      s.cfg.Simulated,
+		Choices:        createChoices(s.cfg.Engine.Settings()),
 	})
 }
 

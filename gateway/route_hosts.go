@@ -28,31 +28,19 @@ const principalConfig = "system:config"
 
 // The operator states of a node.
 const (
-	stateActive   = "active"
-	stateDraining = "draining"
+	stateActive   = wire.HostActive
+	stateDraining = wire.HostDraining
 )
 
 // enrollRequest is PUT /v1/hosts/{node}/enrollment.
-type enrollRequest struct {
-	Egress *bool         `json:"egress"`
-	Budget *budgetFields `json:"budget"`
-}
-
-// budgetFields are the figures of a node budget; nil means the default.
-type budgetFields struct {
-	MaxSandboxes *int64 `json:"max_sandboxes"`
-	CPUMHz       *int64 `json:"cpu_mhz"`
-	MemoryMB     *int64 `json:"memory_mb"`
-}
+type enrollRequest wire.EnrollRequest
 
 func (r *enrollRequest) required() bool                   { return false }
 func (r *enrollRequest) policyBody() policies.RequestBody { return policies.RequestBody{} }
 func (r *enrollRequest) check(*Server) error              { return nil }
 
 // stateRequest is POST /v1/hosts/{node}/state.
-type stateRequest struct {
-	State *string `json:"state"`
-}
+type stateRequest wire.HostStateRequest
 
 func (r *stateRequest) required() bool                   { return true }
 func (r *stateRequest) policyBody() policies.RequestBody { return policies.RequestBody{} }
@@ -61,48 +49,6 @@ func (r *stateRequest) check(*Server) error {
 		return invalid("state", "is required: active, frozen, reserved or draining")
 	}
 	return nil
-}
-
-// hostView is one host as GET /v1/hosts shows it (docs/api.md).
-type hostView struct {
-	Name          string      `json:"name"`
-	ID            string      `json:"id"`
-	Datacenter    string      `json:"datacenter"`
-	Enrollment    string      `json:"enrollment"`
-	State         string      `json:"state"`
-	Nomad         hostNomad   `json:"nomad"`
-	OS            string      `json:"os"`
-	Architecture  string      `json:"architecture"`
-	ControlPlane  bool        `json:"control_plane"`
-	Isolation     string      `json:"isolation"`
-	Usage         *hostUsage  `json:"usage"`
-	Budget        hostBudgets `json:"budget"`
-	LiveSandboxes int64       `json:"live_sandboxes"`
-	UpdatedAt     string      `json:"updated_at"`
-}
-
-type hostNomad struct {
-	Status      string `json:"status"`
-	Eligibility string `json:"eligibility"`
-	Drain       bool   `json:"drain"`
-}
-
-type hostUsage struct {
-	MemoryPercent float64 `json:"memory_percent"`
-	DiskPercent   float64 `json:"disk_percent"`
-}
-
-type hostBudgets struct {
-	// Limits are the budget in force: the enrolled figures, or
-	// node_budget_default for those not given, with cpu_mhz and memory_mb
-	// clamped to what Nomad can still allocate to sandboxes on the node.
-	Limits policies.BudgetLimits `json:"limits"`
-	Used   store.Usage           `json:"used"`
-	// Capacity is the node's room as Nomad counts it (null when unknown).
-	Capacity *policies.NodeCapacity `json:"capacity"`
-	// Clamped names the figures (cpu_mhz, memory_mb) that were lowered to
-	// that room: the enrolled or default figure exceeds it.
-	Clamped []string `json:"clamped,omitempty"`
 }
 
 // host is everything known about one node.
@@ -157,17 +103,18 @@ func (s *Server) readHost(ctx context.Context, name string) (host, error) {
 	return h, nil
 }
 
-func (s *Server) hostView(h host) hostView {
-	v := hostView{
+// hostView is one host as the API shows it (wire.Host).
+func (s *Server) hostView(h host) wire.Host {
+	v := wire.Host{
 		Name: h.name, Enrollment: "none", State: stateActive,
-		Nomad:         hostNomad{Status: "missing"},
+		Nomad:         wire.HostNomad{Status: "missing"},
 		Budget:        s.hostBudgets(h),
 		LiveSandboxes: h.used.Sandboxes, ControlPlane: h.controlPlane,
 	}
 	if h.node != nil {
 		n := h.node
 		v.ID, v.Datacenter = n.ID, n.Datacenter
-		v.Nomad = hostNomad{Status: n.Status, Eligibility: n.Eligibility, Drain: n.Drain}
+		v.Nomad = wire.HostNomad{Status: n.Status, Eligibility: n.Eligibility, Drain: n.Drain}
 		v.OS, v.Architecture = n.Attributes["kernel.name"], n.Attributes["cpu.arch"]
 		v.Isolation = n.Meta[s.cfg.Engine.Settings().Placement.EgressIsolation.MetaKey]
 	}
@@ -178,16 +125,19 @@ func (s *Server) hostView(h host) hostView {
 		}
 	}
 	if h.usage != nil {
-		v.Usage = &hostUsage{MemoryPercent: h.usage.MemoryPercent, DiskPercent: h.usage.DiskPercent}
+		v.Usage = &wire.HostUsage{MemoryPercent: h.usage.MemoryPercent, DiskPercent: h.usage.DiskPercent}
 	}
 	return v
 }
 
 // hostBudgets is a host's budget in force, its use and its room, saying
 // which figures the room clamped.
-func (s *Server) hostBudgets(h host) hostBudgets {
+func (s *Server) hostBudgets(h host) wire.HostBudget {
 	def := s.cfg.Engine.Settings().NodeBudgetDefault
-	b := hostBudgets{Limits: nodefacts.Limits(h.record, def, nodefacts.Room(h.capacity)), Used: h.used, Capacity: h.capacity}
+	b := wire.HostBudget{
+		Limits: wire.BudgetLimits(nodefacts.Limits(h.record, def, nodefacts.Room(h.capacity))),
+		Used:   wire.BudgetUsed(h.used), Capacity: capacityView(h.capacity),
+	}
 	asked := nodefacts.Limits(h.record, def, nil)
 	if b.Limits.CPUMHz < asked.CPUMHz {
 		b.Clamped = append(b.Clamped, "cpu_mhz")
@@ -196,6 +146,15 @@ func (s *Server) hostBudgets(h host) hostBudgets {
 		b.Clamped = append(b.Clamped, "memory_mb")
 	}
 	return b
+}
+
+// capacityView is a node's room as the API shows it (nil when unknown).
+func capacityView(c *policies.NodeCapacity) *wire.NodeCapacity {
+	if c == nil {
+		return nil
+	}
+	res := func(r policies.Resources) wire.Resources { return wire.Resources(r) }
+	return &wire.NodeCapacity{Allocatable: res(c.Allocatable), Others: res(c.Others), Sandboxes: res(c.Sandboxes)}
 }
 
 // listHosts is GET /v1/hosts: every Nomad client node, and every enrolled
@@ -228,15 +187,15 @@ func (s *Server) listHosts(c echo.Context) error {
 	for _, rec := range byName {
 		hosts = append(hosts, host{name: rec.Name, record: rec})
 	}
-	out := make([]hostView, 0, len(hosts))
+	out := wire.HostList{Hosts: make([]wire.Host, 0, len(hosts))}
 	for _, h := range hosts {
 		if h.used, err = s.cfg.Store.NodeUsage(ctx, h.name); err != nil {
 			return unavailable("the node store could not be read", err)
 		}
-		out = append(out, s.hostView(h))
+		out.Hosts = append(out.Hosts, s.hostView(h))
 	}
-	slices.SortFunc(out, func(a, b hostView) int { return strings.Compare(a.Name, b.Name) })
-	return c.JSON(http.StatusOK, map[string]any{"hosts": out})
+	slices.SortFunc(out.Hosts, func(a, b wire.Host) int { return strings.Compare(a.Name, b.Name) })
+	return c.JSON(http.StatusOK, out)
 }
 
 // EnrollRequest is one enrollment: a node, egress or not, and the budget
@@ -400,7 +359,7 @@ func (s *Server) hostChanged(c echo.Context, h host, reclaimed []string) error {
 	if h.used, err = s.cfg.Store.NodeUsage(c.Request().Context(), h.name); err != nil {
 		return unavailable("the node store could not be read", err)
 	}
-	return c.JSON(http.StatusOK, map[string]any{"host": s.hostView(h), "reclaimed": reclaimed})
+	return c.JSON(http.StatusOK, wire.HostChange{Host: s.hostView(h), Reclaimed: reclaimed})
 }
 
 // setHostState is POST /v1/hosts/{node}/state.

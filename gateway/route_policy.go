@@ -22,78 +22,30 @@ import (
 	"sandgate/policies"
 )
 
-// policyView is GET /v1/policy: the serving bundle as a reviewer reads it.
-type policyView struct {
-	Revision string `json:"revision"`
-	// Digest identifies the bundle's files (policies.BundleDigest), so a
-	// reviewer can tell the bundle in force from the one reviewed.
-	Digest          string    `json:"digest"`
-	DigestAlgorithm string    `json:"digest_algorithm"`
-	LoadedAt        time.Time `json:"loaded_at"`
-	// Signed says whether the bundle's signature was verified (a bundle
-	// file served with policy.verification_key); Signer is the key id
-	// that signed it.
-	Signed bool   `json:"signed"`
-	Signer string `json:"signer,omitempty"`
-	// Rules are every annotated rule that can deny, sorted by entrypoint
-	// and id, with its enforcement mode.
-	Rules []policies.Rule `json:"rules"`
-}
-
 // getPolicy is GET /v1/policy: revision, digest, load time and every
 // annotated rule of the bundle in force, read from one engine state.
 func (s *Server) getPolicy(c echo.Context) error {
 	info := s.cfg.Engine.Info()
-	return c.JSON(http.StatusOK, policyView{
+	return c.JSON(http.StatusOK, wire.Policy{
 		Revision: info.Revision, Digest: info.Digest, DigestAlgorithm: policies.DigestAlgorithm,
-		LoadedAt: info.LoadedAt, Signed: info.Signer != "", Signer: info.Signer, Rules: info.Rules,
+		LoadedAt: info.LoadedAt.Format(time.RFC3339Nano), Signed: info.Signer != "", Signer: info.Signer,
+		Rules: rulesView(info.Rules),
 	})
 }
 
-// evaluateRequest is POST /v1/policy/evaluate: either an entrypoint and
-// its input document, or a request as a caller would send it, whose input
-// the gateway builds with the live code.
-type evaluateRequest struct {
-	Entrypoint string          `json:"entrypoint"`
-	Input      json.RawMessage `json:"input"`
-	Request    *dryRequest     `json:"request"`
-}
-
-// dryRequest is "what would happen if this caller sent this".
-type dryRequest struct {
-	Method string `json:"method"`
-	// Path is the request target, e.g. /v1/sandboxes/k7x2.../exec?stream=stdout.
-	Path        string          `json:"path"`
-	TokenClaims *dryClaims      `json:"token_claims"`
-	Body        json.RawMessage `json:"body"`
-}
-
-// dryClaims are the verified claims of the token the request would carry.
-// Scopes default to what the gateway mints for the role, exp to an hour
-// from now, active to true.
-type dryClaims struct {
-	Role      string    `json:"role"`
-	Sub       string    `json:"sub"`
-	Scopes    *[]string `json:"scopes"`
-	SandboxID string    `json:"sandbox_id"`
-	Exp       int64     `json:"exp"`
-	JTI       string    `json:"jti"`
-	Active    *bool     `json:"active"`
-}
-
-// evaluateAnswer is the full decision, with the input it was made on.
-type evaluateAnswer struct {
-	Entrypoint string               `json:"entrypoint"`
-	Allow      bool                 `json:"allow"`
-	Violations []policies.Violation `json:"violations"`
-	RuleIDs    []string             `json:"rule_ids"`
-	DecisionID string               `json:"decision_id"`
-	Revision   string               `json:"bundle_revision"`
-	DurationUS int64                `json:"duration_us"`
-	// Input is the document decided: the one given, or the one built.
-	Input json.RawMessage `json:"input"`
-	// DryRun is always true: nothing was changed or logged as a decision.
-	DryRun bool `json:"dry_run"`
+// rulesView is the bundle's rules as the API shows them (nil stays nil).
+func rulesView(rules []policies.Rule) []wire.PolicyRule {
+	if rules == nil {
+		return nil
+	}
+	out := make([]wire.PolicyRule, len(rules))
+	for i, r := range rules {
+		out[i] = wire.PolicyRule{
+			ID: r.ID, Title: r.Title, Description: r.Description, Severity: r.Severity,
+			Entrypoint: string(r.Entrypoint), Location: r.Location, Mode: r.Mode,
+		}
+	}
+	return out
 }
 
 // ownBodyLimit are the routes that bound their bodies themselves, by
@@ -129,7 +81,7 @@ func (s *Server) evaluatePolicy(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req evaluateRequest
+	var req wire.EvaluateRequest
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -199,8 +151,8 @@ func (s *Server) evaluatePolicy(c echo.Context) error {
 	if vs == nil {
 		vs = []policies.Violation{}
 	}
-	return c.JSON(http.StatusOK, evaluateAnswer{
-		Entrypoint: string(ep), Allow: d.Allow, Violations: vs, RuleIDs: d.RuleIDs(), DecisionID: d.ID,
+	return c.JSON(http.StatusOK, wire.Evaluation{
+		Entrypoint: string(ep), Allow: d.Allow, Violations: violationsOf(vs), RuleIDs: d.RuleIDs(), DecisionID: d.ID,
 		Revision: d.Revision, DurationUS: d.Duration.Microseconds(), Input: doc, DryRun: true,
 	})
 }
@@ -209,7 +161,7 @@ func (s *Server) evaluatePolicy(c echo.Context) error {
 // live router and authzInput: the route template and parameters Echo
 // finds for the path, the route's own body decoding, the logs query and
 // the target's record from the store.
-func (s *Server) dryRunInput(ctx context.Context, r dryRequest) (policies.AuthzInput, error) {
+func (s *Server) dryRunInput(ctx context.Context, r wire.DryRequest) (policies.AuthzInput, error) {
 	if r.Method == "" || !strings.HasPrefix(r.Path, "/") {
 		return policies.AuthzInput{}, invalid("request", "needs a method and an absolute path")
 	}

@@ -71,11 +71,7 @@ func (s *Server) listSandboxes(c echo.Context) error {
 		}
 		q.Cursor, q.Limit = next, want-len(out)
 	}
-	body := map[string]any{"sandboxes": out}
-	if next != "" {
-		body["next_cursor"] = next
-	}
-	return c.JSON(http.StatusOK, body)
+	return c.JSON(http.StatusOK, wire.SandboxPage{Sandboxes: out, NextCursor: next})
 }
 
 // maxListRounds bounds the store reads of one list request.
@@ -212,9 +208,7 @@ func (s *Server) extendSandbox(c echo.Context) error {
 }
 
 // extendRequest is POST /v1/sandboxes/{id}/extend.
-type extendRequest struct {
-	TTLSeconds *int64 `json:"ttl_seconds"`
-}
+type extendRequest wire.ExtendRequest
 
 func (r *extendRequest) required() bool { return true }
 

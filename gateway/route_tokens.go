@@ -219,7 +219,7 @@ func (s *Server) listTokens(c echo.Context) error {
 	for _, t := range ts {
 		out = append(out, tokenViewOf(t))
 	}
-	return c.JSON(http.StatusOK, map[string]any{"tokens": out})
+	return c.JSON(http.StatusOK, wire.TokenList{Tokens: out})
 }
 
 // revokeToken is DELETE /v1/tokens/{id}: from the next request on, the

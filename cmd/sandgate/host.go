@@ -142,7 +142,7 @@ func newHostEnrollCmd(a *apiFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			req := client.EnrollRequest{Egress: egress}
+			req := client.EnrollRequest{Egress: &egress}
 			f := cmd.Flags()
 			var b client.BudgetRequest
 			if f.Changed("max-sandboxes") {

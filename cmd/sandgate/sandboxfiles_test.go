@@ -12,6 +12,7 @@ import (
 	"testing/iotest"
 
 	"sandgate/gateway/client"
+	"sandgate/gateway/wire"
 )
 
 // One file up and down through sandbox cp, listed with ls and removed
@@ -196,7 +197,7 @@ func TestADownloadCutShortLeavesTheLocalFileAsItWas(t *testing.T) {
 	if err := os.WriteFile(name, []byte("old\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	info := client.FileInfo{Size: 100, Mode: "0644"}
+	info := client.FileInfo{FileInfo: wire.FileInfo{Size: 100, Mode: "0644"}}
 	for _, r := range []io.Reader{
 		io.MultiReader(strings.NewReader("new"), iotest.ErrReader(io.ErrUnexpectedEOF)),
 		strings.NewReader("too short"),
@@ -206,7 +207,7 @@ func TestADownloadCutShortLeavesTheLocalFileAsItWas(t *testing.T) {
 			t.Fatalf("writeLocal: %v", err)
 		}
 	}
-	if err := writeLocal(filepath.Join(dir, "missing", "x"), strings.NewReader("x"), client.FileInfo{Size: 1}); !errors.Is(err, os.ErrNotExist) {
+	if err := writeLocal(filepath.Join(dir, "missing", "x"), strings.NewReader("x"), client.FileInfo{FileInfo: wire.FileInfo{Size: 1}}); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("into a missing directory: %v", err)
 	}
 	if b, _ := os.ReadFile(name); string(b) != "old\n" {

@@ -15,51 +15,17 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"time"
 
+	"sandgate/gateway/wire"
 	"sandgate/internal/clip"
 )
 
-// Entry is one decision.
-type Entry struct {
-	Time       time.Time `json:"time"`
-	DecisionID string    `json:"decision_id"`
-	Entrypoint string    `json:"entrypoint"`
-	Revision   string    `json:"bundle_revision"`
-	Allow      bool      `json:"allow"`
-	RuleIDs    []string  `json:"rule_ids"`
-	// InputSHA is the hex SHA-256 of the input document's JSON.
-	InputSHA   string `json:"input_sha256"`
-	DurationUS int64  `json:"duration_us"`
-	Principal  string `json:"principal,omitempty"`
-	Method     string `json:"method,omitempty"`
-	Route      string `json:"route,omitempty"`
-	// RequestID is the gateway's own id of the request.
-	RequestID string `json:"request_id,omitempty"`
-	// ClientRequestID is the caller's X-Request-Id when it was well-formed:
-	// a claim by the caller, never the gateway's id.
-	ClientRequestID string `json:"client_request_id,omitempty"`
-	SandboxID       string `json:"sandbox_id,omitempty"`
-	// Action is what a lifecycle decision was about: "<action> <reason> <job>".
-	Action string `json:"action,omitempty"`
-	// Error is set when the engine failed (the request was refused).
-	Error string `json:"error,omitempty"`
-	// Violations are the decision's violations with their messages.
-	Violations []Violation `json:"violations,omitempty"`
-	// Input is the input document, masked, when inputs are logged;
-	// InputOmitted says why an input that should be here is not.
-	Input        json.RawMessage `json:"input,omitempty"`
-	InputOmitted string          `json:"input_omitted,omitempty"`
-}
+// Entry is one decision, as the log keeps it and GET /v1/decisions
+// answers it (wire.Decision).
+type Entry = wire.Decision
 
-// Violation is one violation of a decision.
-type Violation struct {
-	Rule string `json:"rule"`
-	Msg  string `json:"msg"`
-	// Mode is how the rule was enforced (deny, warn, dryrun); empty
-	// means deny.
-	Mode string `json:"mode,omitempty"`
-}
+// Violation is one violation of a decision (wire.Violation).
+type Violation = wire.Violation
 
 // Config says where and how big.
 type Config struct {
@@ -118,7 +84,7 @@ func (l *Log) open() error {
 // Write appends one entry. An error means the entry was not recorded; the
 // caller must refuse the request it was deciding.
 func (l *Log) Write(e Entry) error {
-	line, err := e.line()
+	line, err := encodeLine(e)
 	if err != nil {
 		return err
 	}
@@ -164,7 +130,7 @@ const (
 
 // Bounded returns e with every field cut to its bound: a cut field ends
 // with "...(+N bytes)" so a reader sees it was cut and by how much.
-func (e Entry) Bounded() Entry {
+func Bounded(e Entry) Entry {
 	for _, f := range []*string{&e.DecisionID, &e.Entrypoint, &e.Revision, &e.InputSHA, &e.Principal,
 		&e.Method, &e.Route, &e.RequestID, &e.ClientRequestID, &e.SandboxID} {
 		*f = clip.String(*f, MaxFieldBytes)
@@ -194,11 +160,11 @@ func (e Entry) Bounded() Entry {
 	return e
 }
 
-// line is the entry's JSON line, within MaxLineBytes: JSON escaping can
+// encodeLine is the entry's JSON line, within MaxLineBytes: JSON escaping can
 // grow a bounded field up to six times, so the text bounds shrink until
 // the line fits.
-func (e Entry) line() ([]byte, error) {
-	b := e.Bounded()
+func encodeLine(e Entry) ([]byte, error) {
+	b := Bounded(e)
 	for field, text := MaxFieldBytes, MaxTextBytes; ; field, text = field/2, text/4 {
 		line, err := json.Marshal(b)
 		if err != nil {

@@ -113,7 +113,7 @@ func TestQueryReadsEveryRetainedFileNewestFirstInPages(t *testing.T) {
 func TestAnInputTooLargeIsLeftOutAndSaysSo(t *testing.T) {
 	t.Parallel()
 	big := json.RawMessage(`{"x":"` + strings.Repeat("a", MaxInputBytes) + `"}`)
-	b := Entry{DecisionID: "d", Input: big}.Bounded()
+	b := Bounded(Entry{DecisionID: "d", Input: big})
 	if b.Input != nil || !strings.Contains(b.InputOmitted, "more than") {
 		t.Fatalf("bounded: %d bytes of input, omitted %q", len(b.Input), b.InputOmitted)
 	}

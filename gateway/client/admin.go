@@ -6,13 +6,13 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"sandgate/gateway/wire"
 )
 
 // ListHosts is GET /v1/hosts (operators): every node, ordered by name.
 func (c *Client) ListHosts(ctx context.Context) ([]Host, error) {
-	var out struct {
-		Hosts []Host `json:"hosts"`
-	}
+	var out wire.HostList
 	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/hosts", out: &out}); err != nil {
 		return nil, err
 	}
@@ -55,9 +55,7 @@ func (c *Client) SetHostState(ctx context.Context, node, state string) (HostChan
 	if err != nil {
 		return out, err
 	}
-	body := struct {
-		State string `json:"state"`
-	}{state}
+	body := wire.HostStateRequest{State: &state}
 	err = c.do(ctx, request{method: http.MethodPost, path: "/v1/hosts/" + seg + "/state", in: body, out: &out})
 	return out, err
 }
@@ -73,9 +71,7 @@ func (c *Client) MintToken(ctx context.Context, req MintRequest) (Token, error) 
 // ListTokens is GET /v1/tokens (operators): operator and agent tokens,
 // never their secrets.
 func (c *Client) ListTokens(ctx context.Context) ([]Token, error) {
-	var out struct {
-		Tokens []Token `json:"tokens"`
-	}
+	var out wire.TokenList
 	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/tokens", out: &out}); err != nil {
 		return nil, err
 	}
@@ -95,9 +91,7 @@ func (c *Client) RevokeToken(ctx context.Context, id string) error {
 // Decisions is GET /v1/decisions (operators): the gateway's recent policy
 // decisions, newest first; limit 0 takes the gateway's default (50).
 func (c *Client) Decisions(ctx context.Context, limit int) ([]Decision, error) {
-	var out struct {
-		Decisions []Decision `json:"decisions"`
-	}
+	var out DecisionPage
 	r := request{method: http.MethodGet, path: "/v1/decisions", out: &out}
 	if limit != 0 {
 		r.query = url.Values{"limit": {strconv.Itoa(limit)}}
@@ -120,13 +114,13 @@ func (c *Client) Policy(ctx context.Context) (Policy, error) {
 // what would the policy decide if this caller sent this. Nothing changes.
 func (c *Client) EvaluateRequest(ctx context.Context, req DryRequest) (Evaluation, error) {
 	var out Evaluation
-	err := c.do(ctx, request{method: http.MethodPost, path: "/v1/policy/evaluate", in: map[string]any{"request": req}, out: &out})
+	err := c.do(ctx, request{method: http.MethodPost, path: "/v1/policy/evaluate", in: wire.EvaluateRequest{Request: &req}, out: &out})
 	return out, err
 }
 
 // EvaluateInput dry-runs an input document on one entrypoint.
 func (c *Client) EvaluateInput(ctx context.Context, entrypoint string, input json.RawMessage) (Evaluation, error) {
 	var out Evaluation
-	err := c.do(ctx, request{method: http.MethodPost, path: "/v1/policy/evaluate", in: map[string]any{"entrypoint": entrypoint, "input": input}, out: &out})
+	err := c.do(ctx, request{method: http.MethodPost, path: "/v1/policy/evaluate", in: wire.EvaluateRequest{Entrypoint: entrypoint, Input: input}, out: &out})
 	return out, err
 }

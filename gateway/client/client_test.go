@@ -140,7 +140,7 @@ func TestEveryMethodSpeaksTheDocumentedShape(t *testing.T) {
 		{name: "an enrollment sends egress and only the budget figures given", status: 200, answer: hostJSON,
 			wantMethod: "PUT", wantPath: "/v1/hosts/worker%201/enrollment", wantBody: `{"egress":true,"budget":{"max_sandboxes":4}}`,
 			call: func(ctx context.Context, c *Client) (any, error) {
-				return c.Enroll(ctx, "worker 1", EnrollRequest{Egress: true, Budget: &BudgetRequest{MaxSandboxes: ptr(int64(4))}})
+				return c.Enroll(ctx, "worker 1", EnrollRequest{Egress: ptr(true), Budget: &BudgetRequest{MaxSandboxes: ptr(int64(4))}})
 			},
 			check: func(v any) bool { return v.(Host).Enrollment == "sandbox" }},
 		{name: "an unenrollment asks to reclaim and lists what was", status: 200, answer: `{"host":` + hostJSON + `,"reclaimed":["k7x2"]}`,

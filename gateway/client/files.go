@@ -10,14 +10,16 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"sandgate/gateway/wire"
 )
 
 // Entry types of a FileInfo.
 const (
-	FileTypeFile    = "file"
-	FileTypeDir     = "dir"
-	FileTypeSymlink = "symlink"
-	FileTypeOther   = "other" // a FIFO, socket or device
+	FileTypeFile    = wire.FileTypeFile
+	FileTypeDir     = wire.FileTypeDir
+	FileTypeSymlink = wire.FileTypeSymlink
+	FileTypeOther   = wire.FileTypeOther // a FIFO, socket or device
 )
 
 // ErrIsDirectory is wrapped by ReadFile when the path is a directory (the
@@ -58,47 +60,23 @@ func limitsOf(h http.Header) FileLimits {
 }
 
 // FileInfo is a file as the files API reports it: WriteFile's answer,
-// ReadFile's headers, one entry of a Listing.
+// ReadFile's headers. The JSON object is wire.FileInfo (Perm reads its
+// mode); Limits is the client's own, read from the answer's headers, so it
+// lives here and not on the wire type. Path is the file's path as the
+// gateway normalised it (WriteFile), as it was asked for (ReadFile).
 type FileInfo struct {
-	// Path is the file's absolute path: as the gateway normalised it
-	// (WriteFile), as it was asked for (ReadFile); empty in a listing's
-	// entries.
-	Path string `json:"path,omitempty"`
-	// Name is a listing entry's name; empty otherwise.
-	Name string `json:"name,omitempty"`
-	// Type is one of the FileType constants.
-	Type string `json:"type"`
-	// Size is in bytes; a symbolic link's is the length of its target.
-	Size int64 `json:"size"`
-	// Mode is the permission bits in octal, e.g. "0644".
-	Mode string `json:"mode"`
-	// ModifiedAt is the modification time, RFC 3339 UTC.
-	ModifiedAt string `json:"modified_at"`
-	// Limits are the answer's files.* limits (WriteFile, ReadFile); zero
-	// in a listing's entries (Listing.Limits holds them).
+	wire.FileInfo
+	// Limits are the answer's files.* limits.
 	Limits FileLimits `json:"-"`
 }
 
-// Perm is Mode as permission bits.
-func (f FileInfo) Perm() (fs.FileMode, error) {
-	n, err := strconv.ParseUint(f.Mode, 8, 32)
-	if err != nil {
-		return 0, fmt.Errorf("client: file mode %q is not octal", f.Mode)
-	}
-	return fs.FileMode(n) & fs.ModePerm, nil
-}
-
-// Listing is a directory as ListFiles reads it.
+// Listing is a directory as ListFiles reads it. The JSON object is
+// wire.Listing (its entries are wire.FileInfo, each with Name and no
+// Path); Limits is the client's own, read from the answer's headers.
 type Listing struct {
-	Path string `json:"path"`
-	// Entries are at most Limits.MaxListEntries, in the sandbox shell's
-	// glob order; each has Name, and no Path.
-	Entries []FileInfo `json:"entries"`
-	// Truncated: the directory holds more entries (Total) than the
-	// listing does.
-	Truncated bool `json:"truncated"`
-	Total     int  `json:"total"`
-	// Limits are the answer's files.* limits.
+	wire.Listing
+	// Limits are the answer's files.* limits (Listing.Entries holds at
+	// most Limits.MaxListEntries).
 	Limits FileLimits `json:"-"`
 }
 
@@ -208,8 +186,10 @@ func (c *Client) ReadFileWindow(ctx context.Context, id, path string, offset, le
 		size = whole
 	}
 	info := FileInfo{
-		Path: path, Type: FileTypeFile, Size: size,
-		Mode: resp.Header.Get("X-Sandgate-File-Mode"), ModifiedAt: resp.Header.Get("X-Sandgate-File-Modified"),
+		FileInfo: wire.FileInfo{
+			Path: path, Type: FileTypeFile, Size: size,
+			Mode: resp.Header.Get("X-Sandgate-File-Mode"), ModifiedAt: resp.Header.Get("X-Sandgate-File-Modified"),
+		},
 		Limits: limitsOf(resp.Header),
 	}
 	return resp.Body, info, nil

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"sandgate/gateway/wire"
 )
 
 // ErrInvalidArgument is wrapped when a call is refused before any request
@@ -84,12 +86,9 @@ type ListQuery struct {
 	Cursor string
 }
 
-// SandboxPage is one page of GET /v1/sandboxes.
-type SandboxPage struct {
-	Sandboxes []Sandbox `json:"sandboxes"`
-	// NextCursor reads the next page; empty on the last one.
-	NextCursor string `json:"next_cursor,omitempty"`
-}
+// SandboxPage is one page of GET /v1/sandboxes (wire.SandboxPage):
+// NextCursor reads the next page; empty on the last one.
+type SandboxPage = wire.SandboxPage
 
 // ListSandboxPage is GET /v1/sandboxes for one page.
 func (c *Client) ListSandboxPage(ctx context.Context, q ListQuery) (SandboxPage, error) {
@@ -196,9 +195,7 @@ func (c *Client) Extend(ctx context.Context, id string, ttl time.Duration) (Sand
 	if ttl < time.Second {
 		return out, fmt.Errorf("%w: ttl %s is below one second", ErrInvalidArgument, ttl)
 	}
-	body := struct {
-		TTLSeconds int64 `json:"ttl_seconds"`
-	}{int64(math.Ceil(ttl.Seconds()))}
+	body := wire.ExtendRequest{TTLSeconds: new(int64(math.Ceil(ttl.Seconds())))}
 	err = c.do(ctx, request{method: http.MethodPost, path: "/v1/sandboxes/" + seg + "/extend", in: body, out: &out})
 	return out, err
 }

@@ -12,16 +12,18 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"sandgate/gateway/wire"
 )
 
 // Event names of a streaming exec (ExecStream).
 const (
-	EventStart     = "start"
-	EventStdout    = "stdout"
-	EventStderr    = "stderr"
-	EventKeepalive = "keepalive"
-	EventExit      = "exit"
-	EventError     = "error"
+	EventStart     = wire.EventStart
+	EventStdout    = wire.EventStdout
+	EventStderr    = wire.EventStderr
+	EventKeepalive = wire.EventKeepalive
+	EventExit      = wire.EventExit
+	EventError     = wire.EventError
 )
 
 // ExecEvent is one Server-Sent Event of a streaming exec.
@@ -40,25 +42,14 @@ type ExecEvent struct {
 	Error *StreamError
 }
 
-// ExecExit is how a streamed command ended, as Nomad reported it.
-type ExecExit struct {
-	ExitCode        int   `json:"exit_code"`
-	TimedOut        bool  `json:"timed_out"`
-	StdoutBytes     int64 `json:"stdout_bytes"`
-	StderrBytes     int64 `json:"stderr_bytes"`
-	StdoutTruncated bool  `json:"stdout_truncated"`
-	StderrTruncated bool  `json:"stderr_truncated"`
-	DurationMS      int64 `json:"duration_ms"`
-}
+// ExecExit is how a streamed command ended, as Nomad reported it
+// (wire.ExecExit).
+type ExecExit = wire.ExecExit
 
-// StreamError ends a streaming exec that brought no exit status. Code is
-// sandbox_lost, nomad_unavailable, timeout or cancelled.
-type StreamError struct {
-	Code   string `json:"code"`
-	Detail string `json:"detail"`
-}
-
-func (e *StreamError) Error() string { return "sandgate: exec stream " + e.Code + ": " + e.Detail }
+// StreamError ends a streaming exec that brought no exit status
+// (wire.StreamError). Code is sandbox_lost, nomad_unavailable, timeout or
+// cancelled.
+type StreamError = wire.StreamError
 
 // ErrStreamEnded means the stream closed without a terminal (exit or
 // error) event: the connection broke.
@@ -150,10 +141,7 @@ func (c *Client) ExecStream(ctx context.Context, id string, req ExecRequest) ite
 func (e *ExecEvent) decode() error {
 	switch e.Event {
 	case EventStdout, EventStderr:
-		var out struct {
-			Data     string `json:"data"`
-			Encoding string `json:"encoding"`
-		}
+		var out wire.ExecOutput
 		if err := json.Unmarshal(e.Data, &out); err != nil {
 			return fmt.Errorf("client: %s event: %w", e.Event, err)
 		}

@@ -1,36 +1,14 @@
 package client
 
-import (
-	"encoding/json"
-
-	"sandgate/gateway/wire"
-)
+import "sandgate/gateway/wire"
 
 // The API's objects, field for field as docs/api.md shows them. Times are
 // the RFC 3339 UTC strings the gateway sends (empty when unset), kept as
 // text so an object prints back exactly as it was received.
 
-// Capabilities is GET /v1/capabilities (rule C1).
-type Capabilities struct {
-	Capabilities   []string `json:"capabilities"`
-	Version        string   `json:"version"`
-	BundleRevision string   `json:"bundle_revision"`
-	Simulated      bool     `json:"simulated"`
-	// Choices are the values a create may name in the serving bundle:
-	// "profiles", "networks" and "images"; empty from a gateway that
-	// predates them.
-	Choices map[string][]string `json:"choices,omitempty"`
-}
-
-// Has reports whether the gateway advertises the capability name.
-func (c Capabilities) Has(name string) bool {
-	for _, v := range c.Capabilities {
-		if v == name {
-			return true
-		}
-	}
-	return false
-}
+// Capabilities is GET /v1/capabilities (C1; wire.Capabilities); Has
+// reports whether the gateway advertises a capability.
+type Capabilities = wire.Capabilities
 
 // Sandbox states.
 const (
@@ -84,21 +62,9 @@ type ExecRequest struct {
 	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
 }
 
-// ExecResult is the answer of an exec. A non-zero exit or a timeout is a
-// result, not an error.
-type ExecResult struct {
-	// ExitCode is nil only when the gateway gave up on the stream.
-	ExitCode        *int   `json:"exit_code"`
-	Stdout          string `json:"stdout"`
-	Stderr          string `json:"stderr"`
-	StdoutBytes     int64  `json:"stdout_bytes"`
-	StderrBytes     int64  `json:"stderr_bytes"`
-	StdoutTruncated bool   `json:"stdout_truncated"`
-	StderrTruncated bool   `json:"stderr_truncated"`
-	Truncated       bool   `json:"truncated"`
-	TimedOut        bool   `json:"timed_out"`
-	DurationMS      int64  `json:"duration_ms"`
-}
+// ExecResult is the answer of an exec (wire.ExecResult). A non-zero exit
+// or a timeout is a result, not an error.
+type ExecResult = wire.ExecResult
 
 // LogsOptions select what Logs returns.
 type LogsOptions struct {
@@ -109,88 +75,52 @@ type LogsOptions struct {
 	TailBytes int64
 }
 
-// Host is a Nomad client node as sandgate sees it.
-type Host struct {
-	Name         string    `json:"name"`
-	ID           string    `json:"id"`
-	Datacenter   string    `json:"datacenter"`
-	Enrollment   string    `json:"enrollment"`
-	State        string    `json:"state"`
-	Nomad        HostNomad `json:"nomad"`
-	OS           string    `json:"os"`
-	Architecture string    `json:"architecture"`
-	// ControlPlane: a control-plane indicator is present (P2).
-	ControlPlane bool `json:"control_plane,omitempty"`
-	// Isolation is the isolation bundle version the node declares (I5).
-	Isolation     string     `json:"isolation,omitempty"`
-	Usage         *HostUsage `json:"usage"`
-	Budget        HostBudget `json:"budget"`
-	LiveSandboxes int64      `json:"live_sandboxes"`
-	UpdatedAt     string     `json:"updated_at"`
-}
+// Host is a Nomad client node as sandgate sees it (wire.Host), with its
+// budget, what its sandboxes hold of it, and its room as Nomad counts it.
+type Host = wire.Host
 
-// HostNomad is Nomad's view of a node; Status is "missing" for a node the
-// store knows and Nomad no longer lists.
-type HostNomad struct {
-	Status      string `json:"status"`
-	Eligibility string `json:"eligibility"`
-	Drain       bool   `json:"drain"`
-}
+// HostNomad is Nomad's view of a node (wire.HostNomad).
+type HostNomad = wire.HostNomad
 
-// HostUsage is the node's live memory and disk use, in percent.
-type HostUsage struct {
-	MemoryPercent float64 `json:"memory_percent"`
-	DiskPercent   float64 `json:"disk_percent"`
-}
+// HostUsage is the node's live memory and disk use (wire.HostUsage).
+type HostUsage = wire.HostUsage
 
-// HostBudget is a node's budget (B1) and what live sandboxes hold of it.
-type HostBudget struct {
-	Limits BudgetLimits `json:"limits"`
-	Used   BudgetUsed   `json:"used"`
-}
+// HostBudget is a node's budget (B1) and what holds it (wire.HostBudget).
+type HostBudget = wire.HostBudget
 
-// BudgetLimits are a node's budget figures.
-type BudgetLimits struct {
-	MaxSandboxes int64 `json:"max_sandboxes"`
-	CPUMHz       int64 `json:"cpu_mhz"`
-	MemoryMB     int64 `json:"memory_mb"`
-}
+// BudgetLimits are a node's budget figures (wire.BudgetLimits).
+type BudgetLimits = wire.BudgetLimits
 
-// BudgetUsed is what the live sandboxes of a node hold.
-type BudgetUsed struct {
-	Sandboxes int64 `json:"sandboxes"`
-	CPUMHz    int64 `json:"cpu_mhz"`
-	MemoryMB  int64 `json:"memory_mb"`
-}
+// BudgetUsed is what the live sandboxes of a node hold (wire.BudgetUsed).
+type BudgetUsed = wire.BudgetUsed
+
+// NodeCapacity is what Nomad can allocate on a node and what holds it
+// (wire.NodeCapacity).
+type NodeCapacity = wire.NodeCapacity
+
+// Resources are CPU (MHz) and memory (MB) figures (wire.Resources).
+type Resources = wire.Resources
 
 // Host states an operator sets.
 const (
-	HostActive   = "active"
-	HostFrozen   = "frozen"
-	HostReserved = "reserved"
-	HostDraining = "draining"
+	HostActive   = wire.HostActive
+	HostFrozen   = wire.HostFrozen
+	HostReserved = wire.HostReserved
+	HostDraining = wire.HostDraining
 )
 
-// EnrollRequest is the body of PUT /v1/hosts/{node}/enrollment.
-type EnrollRequest struct {
-	Egress bool `json:"egress"`
-	// Budget figures left nil take the policy default.
-	Budget *BudgetRequest `json:"budget,omitempty"`
-}
+// EnrollRequest is the body of PUT /v1/hosts/{node}/enrollment
+// (wire.EnrollRequest): Egress nil is false; budget figures left nil take
+// the policy default.
+type EnrollRequest = wire.EnrollRequest
 
-// BudgetRequest holds the budget figures an enrollment sets.
-type BudgetRequest struct {
-	MaxSandboxes *int64 `json:"max_sandboxes,omitempty"`
-	CPUMHz       *int64 `json:"cpu_mhz,omitempty"`
-	MemoryMB     *int64 `json:"memory_mb,omitempty"`
-}
+// BudgetRequest holds the budget figures an enrollment sets
+// (wire.BudgetRequest).
+type BudgetRequest = wire.BudgetRequest
 
 // HostChange is the answer of an unenrollment or a state change: the host
-// and the sandboxes that were reclaimed on the way (R2).
-type HostChange struct {
-	Host      Host     `json:"host"`
-	Reclaimed []string `json:"reclaimed"`
-}
+// and the sandboxes that were reclaimed on the way (R2; wire.HostChange).
+type HostChange = wire.HostChange
 
 // Token roles that the tokens API mints.
 const (
@@ -216,77 +146,30 @@ type MintRequest struct {
 	Quota *Quota `json:"quota,omitempty"`
 }
 
-// Decision is one policy decision of the gateway's recent history.
-type Decision struct {
-	Time           string      `json:"time"`
-	DecisionID     string      `json:"decision_id"`
-	Entrypoint     string      `json:"entrypoint"`
-	BundleRevision string      `json:"bundle_revision"`
-	Allow          bool        `json:"allow"`
-	RuleIDs        []string    `json:"rule_ids"`
-	Violations     []Violation `json:"violations"`
-	// InputSHA256 is the hex SHA-256 of the policy input document.
-	InputSHA256 string `json:"input_sha256,omitempty"`
-	DurationUS  int64  `json:"duration_us"`
-	Principal   string `json:"principal,omitempty"`
-	Method      string `json:"method,omitempty"`
-	Route       string `json:"route,omitempty"`
-	RequestID   string `json:"request_id,omitempty"`
-	SandboxID   string `json:"sandbox_id,omitempty"`
-	// Action is what a lifecycle decision was about.
-	Action string `json:"action,omitempty"`
-	// Error is set when the engine failed (and the request was refused).
-	Error string `json:"error,omitempty"`
-}
+// Decision is one policy decision of the gateway's decision log
+// (wire.Decision).
+type Decision = wire.Decision
 
-// Policy is the policy bundle a gateway serves (GET /v1/policy).
-type Policy struct {
-	Revision string `json:"revision"`
-	// Digest identifies the bundle's files; DigestAlgorithm says how
-	// (sha256-files-v2: the SHA-256 over the path and bytes of every file
-	// OPA loads from the bundle; docs/policies.md).
-	Digest          string `json:"digest"`
-	DigestAlgorithm string `json:"digest_algorithm"`
-	LoadedAt        string `json:"loaded_at"`
-	Signed          bool   `json:"signed"`
-	// Signer is the key id that verified a signed bundle.
-	Signer string       `json:"signer,omitempty"`
-	Rules  []PolicyRule `json:"rules"`
-}
+// DecisionPage is one page of the decision log, newest first
+// (wire.DecisionPage).
+type DecisionPage = wire.DecisionPage
+
+// Policy is the policy bundle a gateway serves (GET /v1/policy; wire.Policy).
+type Policy = wire.Policy
 
 // DryRequest is a request as a caller would send it, for a dry run: the
-// gateway builds its input with the live code and decides it.
-type DryRequest struct {
-	Method string `json:"method"`
-	// Path is the request target, query included.
-	Path string `json:"path"`
-	// TokenClaims: role is required; scopes default to the role's, exp to
-	// an hour from now, active to true.
-	TokenClaims map[string]any  `json:"token_claims"`
-	Body        json.RawMessage `json:"body,omitempty"`
-}
+// gateway builds its input with the live code and decides it
+// (wire.DryRequest).
+type DryRequest = wire.DryRequest
 
-// Evaluation is a dry run's decision and the input it was made on.
-type Evaluation struct {
-	Entrypoint string          `json:"entrypoint"`
-	Allow      bool            `json:"allow"`
-	Violations []Violation     `json:"violations"`
-	RuleIDs    []string        `json:"rule_ids"`
-	DecisionID string          `json:"decision_id"`
-	Revision   string          `json:"bundle_revision"`
-	DurationUS int64           `json:"duration_us"`
-	Input      json.RawMessage `json:"input"`
-	DryRun     bool            `json:"dry_run"`
-}
+// DryClaims are the claims of the token a dry-run request would carry:
+// Role is required; Scopes default to the role's, Exp to an hour from now,
+// Active to true (wire.DryClaims).
+type DryClaims = wire.DryClaims
 
-// PolicyRule is one annotated rule of the bundle.
-type PolicyRule struct {
-	ID          string `json:"id"`
-	Title       string `json:"title"`
-	Description string `json:"description"`
-	Severity    string `json:"severity"` // critical, high, medium or low
-	Entrypoint  string `json:"entrypoint"`
-	// Mode is how a violation is enforced: "deny" refuses the request.
-	Mode     string `json:"mode"`
-	Location string `json:"location"` // file:row in the bundle
-}
+// Evaluation is a dry run's decision and the input it was made on
+// (wire.Evaluation).
+type Evaluation = wire.Evaluation
+
+// PolicyRule is one annotated rule of the bundle (wire.PolicyRule).
+type PolicyRule = wire.PolicyRule

@@ -126,6 +126,15 @@ type Sandbox struct {
 	TokenReissued *bool `json:"token_reissued,omitempty"`
 }
 
+// SandboxPage is one page of GET /v1/sandboxes. Its members stand in the
+// order the gateway has always written them (by name).
+type SandboxPage struct {
+	// NextCursor reads the next page with the same filters; empty on the
+	// last one.
+	NextCursor string    `json:"next_cursor,omitempty"`
+	Sandboxes  []Sandbox `json:"sandboxes"`
+}
+
 // Token is an operator or agent token's record.
 type Token struct {
 	ID        string `json:"id"`
@@ -139,6 +148,12 @@ type Token struct {
 	Quota     *Quota `json:"quota,omitempty"`
 	// Token is the secret: in the mint answer only.
 	Token string `json:"token,omitempty"`
+}
+
+// TokenList is GET /v1/tokens: operator and agent tokens, never their
+// secrets.
+type TokenList struct {
+	Tokens []Token `json:"tokens"`
 }
 
 // Quota bounds an agent principal (B3).

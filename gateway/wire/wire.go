@@ -1,5 +1,6 @@
 // Package wire holds the JSON objects of the sandgate REST API that the
-// gateway writes and the client reads, and the problem codes with their
+// gateway writes and the client reads, the request bodies the client
+// writes and the gateway decodes, and the problem codes with their
 // statuses and titles: one declaration for both sides, so the client never
 // lags the gateway. It imports the standard library only, like the client,
 // so programs outside sandgate can use it.
