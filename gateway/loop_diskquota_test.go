@@ -128,7 +128,7 @@ func TestATreeShapedAgainstTheWalkCountsAsOverTheQuota(t *testing.T) {
 func TestTheDiskQuotaEndsNothingWhenItCannotJudge(t *testing.T) {
 	t.Parallel()
 	const quotaRef = "q := cfg.docker.task_dirs.quota_mb"
-	const h5 = `violations contains {"rule": "H5", "msg": msg} if {`
+	const h5 = `violations contains {"rule": "H5", "msg": sprintf("sandbox %v keeps %v bytes in its task directories (/alloc, /local), above the quota of %v MiB", [_sandbox.id, x, _quota_mb])} if {`
 	cases := map[string]struct {
 		edit  func(path string, data []byte) ([]byte, error)
 		fault *nomadsim.Fault
@@ -149,7 +149,9 @@ func TestTheDiskQuotaEndsNothingWhenItCannotJudge(t *testing.T) {
 			if !strings.Contains(string(data), h5) {
 				return nil, fmt.Errorf("reclaim.rego no longer holds %q", h5)
 			}
-			// A violation without a message: the engine refuses the decision.
+			// The H5 violation of task directories above the quota (this
+			// sandbox's 100 MiB are) without a message: the engine refuses
+			// the decision.
 			return []byte(strings.Replace(string(data), h5, `violations contains {"rule": "H5"} if {`, 1)), nil
 		}},
 		"Nomad dropping the listing": {fault: &nomadsim.Fault{PathPrefix: "/v1/client/fs/ls/", Drop: true}},

@@ -23,21 +23,18 @@ decision := modes.decision(violations)
 
 # --- how the rules are written ---------------------------------------------------------
 #
-# Each rule id has exactly one annotated `violations` body, and its checks sit right below
-# it, in the same file, written once. A rule with several checks collects their messages
-# in a helper set named after it:
+# Every check is one `violations` body with its own METADATA, written once, in the
+# section of its rule id, and its message is written in its head (docs/policies.md, "How
+# a rule words its message"): a string literal, or sprintf with %v when it carries a value.
 #
-#     violations contains {"rule": "H3", "msg": msg} if some msg in _h3
-#
-#     _h3 contains "docker config pids_limit must be ..." if not {
+#     violations contains {"rule": "H3", "msg": sprintf("docker config pids_limit must be a number in [1, %v]", [...])} if not {
 #         pids := input.job.TaskGroups[0].Tasks[0].Config.pids_limit
 #         ...
 #     }
 #
 # A check is a body that holds when the check FAILS; its message is built only then.
-# Fields that must hold fixed values (or be unset) are one table per rule, tested as a
-# whole by one object.subset call and taken apart only when that fails (see _parts and
-# _table_failures below).
+# Fields that must hold fixed values (or be unset) are one table per check, tested as a
+# whole by one object.subset call and taken apart only when that fails (see _parts below).
 #
 # Cost: a request pays for every body it enters, every builtin call, every reference to
 # data and, most of all, every reference to another rule (about three times an inline
@@ -53,15 +50,15 @@ decision := modes.decision(violations)
 # --- shared helpers --------------------------------------------------------------------
 
 # The parts of the job the tables of fixed fields describe, keyed by how messages name
-# them. A table is {part: {field: want}}: want null means the field must be unset
-# (absent, null, "", [] or {}: Go marshals nil pointers, slices and maps as null, and a
-# hand-built input may omit them or leave them empty); an object means the field must be
-# an object holding those members; anything else means the field must equal want.
+# them. A table is {part: {field: want}}. In a table of unset fields want is null: the
+# field must be unset (absent, null, "", [] or {}: Go marshals nil pointers, slices and
+# maps as null, and a hand-built input may omit them or leave them empty). In a table of
+# fixed fields the field must equal want.
 #
 # The check `object.subset(<the parts>, table)` holds for every job the renderer emits: it
 # needs the members present (a rendered job carries null for an unset field) and equal, so
-# it is never looser than the table. Only when it fails does _table_failures name the
-# fields that actually break the table, which is what the rule reports.
+# it is never looser than the table. Only when it fails does the check take the table
+# apart and name each field that actually breaks it.
 _parts := {
 	"job ": input.job,
 	"task group ": input.job.TaskGroups[0],
@@ -70,15 +67,7 @@ _parts := {
 	"docker config ": input.job.TaskGroups[0].Tasks[0].Config,
 }
 
-# The messages for the fields of table that break it.
-_table_failures(table) := {msg |
-	some part, fields in table
-	some field, want in fields
-	value := _part_field(part, field)
-	not _table_match(value, want)
-	msg := concat("", [part, field, _table_requirement(want)])
-}
-
+# A field of one of _parts, null when it (or the part) is absent.
 _part_field(part, field) := v if {
 	v := _part(part)[field]
 } else := null
@@ -92,31 +81,6 @@ _part("task ") := input.job.TaskGroups[0].Tasks[0]
 _part("task Resources.") := input.job.TaskGroups[0].Tasks[0].Resources
 
 _part("docker config ") := input.job.TaskGroups[0].Tasks[0].Config
-
-_table_match(value, null) if value in {null, "", [], {}}
-
-_table_match(value, want) if {
-	is_object(want)
-	is_object(value)
-	object.subset(value, want)
-}
-
-_table_match(value, want) if {
-	want != null
-	not is_object(want)
-	value == want
-}
-
-_table_requirement(null) := " must not be set"
-
-_table_requirement(want) := concat("", [" must set ", concat(" and ", [sprintf("%s %v", [k, v]) | some k, v in want])]) if {
-	is_object(want)
-}
-
-_table_requirement(want) := sprintf(" must be %v", [want]) if {
-	want != null
-	not is_object(want)
-}
 
 # x is an object whose every value is a string: a Nomad map(string). The docker driver types
 # ulimit and labels as list(map(string)) and refuses anything else when the task starts.
@@ -148,57 +112,124 @@ _resource_value(k) := v if {
 _data_value(path) := object.get(cfg, path, null)
 
 # --- INPUT -----------------------------------------------------------------------------
+#
+# The input must be an object carrying the job, node, budget, sandbox and principal
+# objects and every fact the other rules compare. In Rego a comparison with a missing
+# value is undefined rather than false, so a missing fact could silently skip a check:
+# these checks make every such gap a denial (fail closed). Missing budget figures are
+# refused by B1.
 
 # METADATA
-# title: Admission input is complete and well formed
+# title: Admission input is an object
 # description: >-
-#   The input must be an object carrying the job, node, budget, sandbox and principal
-#   objects, the current time (now), the sandbox id (a string), a profile and a network
-#   known to data.sandgate.config, numeric created_at and ceiling_at, a non-empty node
-#   name, a principal with a string role and a non-negative live_sandboxes count, and
-#   nomad_mounts: the list of mounts Nomad adds to every task, each with a string target
-#   and a boolean host_disk (H5 needs them to judge the task-directory quota). In Rego a
-#   comparison with a missing value is undefined rather than false, so a missing fact could
-#   silently skip a check: this rule makes every such gap a denial (fail closed). Missing
-#   budget figures are refused by B1.
+#   The input must be an object: every other fact is read from it.
 # custom:
 #   id: INPUT
 #   severity: high
-violations contains {"rule": "INPUT", "msg": msg} if some msg in _input
+violations contains {"rule": "INPUT", "msg": "input must be an object"} if not is_object(input)
 
-_input contains "input must be an object" if not is_object(input)
-
-_input contains sprintf("input.%s must be an object", [k]) if {
+# METADATA
+# title: Admission input carries its sections
+# description: >-
+#   input.job, input.node, input.budget, input.sandbox and input.principal must be
+#   objects: the rendered job, the node it is pinned to, the node's budget, the sandbox
+#   record and the principal creating it.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": sprintf("input.%v must be an object", [k])} if {
 	some k in ["job", "node", "budget", "sandbox", "principal"]
 	not is_object(input[k])
 }
 
-_input contains "input.now must be a number (unix seconds)" if not is_number(input.now)
+# METADATA
+# title: Admission input carries the time
+# description: >-
+#   input.now (unix seconds) must be a number.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input.now must be a number (unix seconds)"} if not is_number(input.now)
 
-_input contains "input.sandbox.id must be a string" if not is_string(input.sandbox.id)
+# METADATA
+# title: The sandbox id is a string
+# description: >-
+#   input.sandbox.id must be a string: the job's names (H9) are judged against it.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input.sandbox.id must be a string"} if not is_string(input.sandbox.id)
 
-_input contains sprintf("input.sandbox.profile %v is not a known profile", [_sandbox_value("profile")]) if {
+# METADATA
+# title: The sandbox names a known profile
+# description: >-
+#   input.sandbox.profile must be a key of data.sandgate.config.profiles: the capabilities
+#   (H1), tmpfs areas and read-only root (H6) are judged by it.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": sprintf("input.sandbox.profile %v is not a known profile", [_sandbox_value("profile")])} if {
 	not cfg.profiles[input.sandbox.profile]
 }
 
-_input contains sprintf("input.sandbox.network %v is not a known network", [_sandbox_value("network")]) if {
+# METADATA
+# title: The sandbox names a known network
+# description: >-
+#   input.sandbox.network must be a key of data.sandgate.config.networks: the network
+#   mode and resolvers (H7), the runtime (H10) and the node's enrollment (I5) are judged
+#   by it.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": sprintf("input.sandbox.network %v is not a known network", [_sandbox_value("network")])} if {
 	not cfg.networks[input.sandbox.network]
 }
 
-_input contains "input.sandbox.created_at must be a number (unix seconds)" if {
+# METADATA
+# title: The sandbox carries its creation time
+# description: >-
+#   input.sandbox.created_at (unix seconds) must be a number: the container's sleep (H8)
+#   is bounded by it.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input.sandbox.created_at must be a number (unix seconds)"} if {
 	not is_number(input.sandbox.created_at)
 }
 
-_input contains "input.sandbox.ceiling_at must be a number (unix seconds)" if {
+# METADATA
+# title: The sandbox carries its lifetime ceiling
+# description: >-
+#   input.sandbox.ceiling_at (unix seconds) must be a number: the container's sleep (H8)
+#   is bounded by it.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input.sandbox.ceiling_at must be a number (unix seconds)"} if {
 	not is_number(input.sandbox.ceiling_at)
 }
 
-_input contains "input.node.name must be a non-empty string" if not {
+# METADATA
+# title: The node has a name
+# description: >-
+#   input.node.name must be a non-empty string: the job's pin (P1) names it.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input.node.name must be a non-empty string"} if not {
 	is_string(input.node.name)
 	input.node.name != ""
 }
 
-_input contains "input.principal needs role (a string) and live_sandboxes (a non-negative number)" if {
+# METADATA
+# title: The principal carries its role and live sandboxes
+# description: >-
+#   input.principal must carry role (a string) and live_sandboxes (a non-negative
+#   number): an agent's quota (B3) is judged on them.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input.principal needs role (a string) and live_sandboxes (a non-negative number)"} if {
 	is_object(input.principal)
 	not {
 		is_string(input.principal.role)
@@ -207,7 +238,15 @@ _input contains "input.principal needs role (a string) and live_sandboxes (a non
 	}
 }
 
-_input contains "input.nomad_mounts must list the mounts Nomad adds to the task, each with a string target and a boolean host_disk" if not {
+# METADATA
+# title: The input lists Nomad's own mounts
+# description: >-
+#   input.nomad_mounts must list the mounts Nomad adds to every task, each with a string
+#   target and a boolean host_disk: H5 needs them to judge the task-directory quota.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input.nomad_mounts must list the mounts Nomad adds to the task, each with a string target and a boolean host_disk"} if not {
 	is_array(input.nomad_mounts)
 	every m in input.nomad_mounts {
 		is_string(m.target)

@@ -13,30 +13,24 @@ _budget_value(section, k) := v if {
 	v := input.budget[section][k]
 } else := null
 
-# --- B1 --------------------------------------------------------------------------------
+# --- B1: the node budget holds this sandbox ---------------------------------------------
+#
+# Sandboxes can never starve the node's managed applications: the budget given at
+# enrollment bounds them, and the node's room as Nomad counts it must hold them too. A
+# budget larger than the node, or a node another scheduler has filled, is refused here
+# (429, retry later) instead of by Nomad after registration. Unknown figures refuse (fail
+# closed).
 
 # METADATA
-# title: Node budget holds this sandbox
+# title: The node budget's figures are known
 # description: >-
 #   Every figure of budget.limits (max_sandboxes, cpu_mhz, memory_mb) and budget.used
-#   (sandboxes, cpu_mhz, memory_mb) must be a non-negative number, and the live sandboxes
-#   on the node plus this one, and the CPU (MHz) and memory (MB) already reserved plus the
-#   task's Resources.CPU and Resources.MemoryMB, must not exceed the limits: sandboxes can
-#   never starve the node's managed applications. The node's room as Nomad counts it must
-#   hold the sandbox too: node.capacity.allocatable (NodeResources less
-#   ReservedResources), node.capacity.others (held by allocations of jobs without the
-#   sandbox prefix) and node.capacity.sandboxes (held by sandbox allocations) must each
-#   carry non-negative cpu_mhz and memory_mb, and others + the larger of the sandboxes'
-#   holding and budget.used + the request must not exceed allocatable, in each
-#   dimension: a budget larger than the node, or a node another scheduler has filled,
-#   is refused here (429, retry later) instead of by Nomad after registration. Unknown
-#   figures refuse (fail closed).
+#   (sandboxes, cpu_mhz, memory_mb) must be a non-negative number. budget.used is summed
+#   in Go over everything live on the node, excluding the sandbox being admitted.
 # custom:
 #   id: B1
 #   severity: medium
-violations contains {"rule": "B1", "msg": msg} if some msg in _b1
-
-_b1 contains sprintf("budget.%s.%s %v must be a non-negative number", [group, k, _budget_value(group, k)]) if {
+violations contains {"rule": "B1", "msg": sprintf("budget.%v.%v %v must be a non-negative number", [group, k, _budget_value(group, k)])} if {
 	some [group, k] in [
 		["limits", "max_sandboxes"], ["limits", "cpu_mhz"], ["limits", "memory_mb"],
 		["used", "sandboxes"], ["used", "cpu_mhz"], ["used", "memory_mb"],
@@ -46,7 +40,16 @@ _b1 contains sprintf("budget.%s.%s %v must be a non-negative number", [group, k,
 
 # What is in use plus this sandbox fits under each limit. Each fit reads numbers only: a
 # figure that is not one is refused above, and again here.
-_b1 contains sprintf("node budget: %v live sandboxes + 1 exceeds max_sandboxes %v", [_budget_value("used", "sandboxes"), _budget_value("limits", "max_sandboxes")]) if not {
+
+# METADATA
+# title: The node budget holds one more sandbox
+# description: >-
+#   The live sandboxes on the node plus this one must not exceed
+#   budget.limits.max_sandboxes.
+# custom:
+#   id: B1
+#   severity: medium
+violations contains {"rule": "B1", "msg": sprintf("node budget: %v live sandboxes + 1 exceeds max_sandboxes %v", [_budget_value("used", "sandboxes"), _budget_value("limits", "max_sandboxes")])} if not {
 	used := input.budget.used.sandboxes
 	limit := input.budget.limits.max_sandboxes
 	is_number(used)
@@ -55,7 +58,15 @@ _b1 contains sprintf("node budget: %v live sandboxes + 1 exceeds max_sandboxes %
 	used + 1 <= limit
 }
 
-_b1 contains sprintf("node budget: %v used + %v requested cpu_mhz exceeds %v", [_budget_value("used", "cpu_mhz"), _resource_value("CPU"), _budget_value("limits", "cpu_mhz")]) if not {
+# METADATA
+# title: The node budget holds the sandbox's CPU
+# description: >-
+#   The CPU (MHz) already reserved on the node plus the task's Resources.CPU must not
+#   exceed budget.limits.cpu_mhz.
+# custom:
+#   id: B1
+#   severity: medium
+violations contains {"rule": "B1", "msg": sprintf("node budget: %v used + %v requested cpu_mhz exceeds %v", [_budget_value("used", "cpu_mhz"), _resource_value("CPU"), _budget_value("limits", "cpu_mhz")])} if not {
 	used := input.budget.used.cpu_mhz
 	request := input.job.TaskGroups[0].Tasks[0].Resources.CPU
 	limit := input.budget.limits.cpu_mhz
@@ -66,7 +77,15 @@ _b1 contains sprintf("node budget: %v used + %v requested cpu_mhz exceeds %v", [
 	used + request <= limit
 }
 
-_b1 contains sprintf("node budget: %v used + %v requested memory_mb exceeds %v", [_budget_value("used", "memory_mb"), _resource_value("MemoryMB"), _budget_value("limits", "memory_mb")]) if not {
+# METADATA
+# title: The node budget holds the sandbox's memory
+# description: >-
+#   The memory (MB) already reserved on the node plus the task's Resources.MemoryMB must
+#   not exceed budget.limits.memory_mb.
+# custom:
+#   id: B1
+#   severity: medium
+violations contains {"rule": "B1", "msg": sprintf("node budget: %v used + %v requested memory_mb exceeds %v", [_budget_value("used", "memory_mb"), _resource_value("MemoryMB"), _budget_value("limits", "memory_mb")])} if not {
 	used := input.budget.used.memory_mb
 	request := input.job.TaskGroups[0].Tasks[0].Resources.MemoryMB
 	limit := input.budget.limits.memory_mb
@@ -78,8 +97,19 @@ _b1 contains sprintf("node budget: %v used + %v requested memory_mb exceeds %v",
 }
 
 # Nomad's room: node.capacity, summed in Go from the node's resources and its
-# allocations. Each figure must be a non-negative number.
-_b1 contains sprintf("node.capacity.%s.%s %v must be a non-negative number", [group, k, _capacity_value(group, k)]) if {
+# allocations.
+
+# METADATA
+# title: The node's room as Nomad counts it is known
+# description: >-
+#   node.capacity.allocatable (NodeResources less ReservedResources),
+#   node.capacity.others (held by allocations of jobs without the sandbox prefix) and
+#   node.capacity.sandboxes (held by sandbox allocations) must each carry non-negative
+#   cpu_mhz and memory_mb.
+# custom:
+#   id: B1
+#   severity: medium
+violations contains {"rule": "B1", "msg": sprintf("node.capacity.%v.%v %v must be a non-negative number", [group, k, _capacity_value(group, k)])} if {
 	some group in ["allocatable", "others", "sandboxes"]
 	some k in ["cpu_mhz", "memory_mb"]
 	not _capacity_figure_ok(group, k)
@@ -91,10 +121,17 @@ _capacity_value(group, k) := v if {
 	v := input.node.capacity[group][k]
 } else := null
 
-# Other jobs' holding + what sandboxes hold (the larger of Nomad's count and the gateway's
-# reservations: a starting sandbox has no allocation yet, another gateway's sandbox no
-# reservation here) + the request fits in what Nomad can allocate on the node.
-_b1 contains sprintf("node capacity: %v %s held by other jobs + %v by sandboxes + %v requested exceeds the %v Nomad can allocate on node %v", [_capacity_value("others", k), k, _sandboxes_held(k), _resource_value(field), _capacity_value("allocatable", k), _node_value("name")]) if {
+# METADATA
+# title: Nomad can allocate the sandbox on the node
+# description: >-
+#   What other jobs hold (node.capacity.others) plus the larger of the sandboxes' holding
+#   as Nomad counts it (node.capacity.sandboxes) and budget.used, plus the request, must
+#   not exceed node.capacity.allocatable, in CPU and in memory: a starting sandbox has no
+#   allocation yet, another gateway's sandbox no reservation here.
+# custom:
+#   id: B1
+#   severity: medium
+violations contains {"rule": "B1", "msg": sprintf("node capacity: %v %v held by other jobs + %v by sandboxes + %v requested exceeds the %v Nomad can allocate on node %v", [_capacity_value("others", k), k, _sandboxes_held(k), _resource_value(field), _capacity_value("allocatable", k), _node_value("name")])} if {
 	some k, field in {"cpu_mhz": "CPU", "memory_mb": "MemoryMB"}
 	not _capacity_fits(k, field)
 }
@@ -121,57 +158,68 @@ _sandboxes_held(k) := max([nomad, reserved]) if {
 	is_number(reserved)
 } else := null
 
-# --- B2 --------------------------------------------------------------------------------
+# --- B2: the sandbox's size is within the per-sandbox range ------------------------------
+#
+# One sandbox may not take a node's whole budget, and a missing value would let Nomad
+# apply its own default. A bound missing from policy data refuses.
 
 # METADATA
-# title: Sandbox size is within the per-sandbox range
+# title: The sandbox's CPU is within the per-sandbox range
 # description: >-
-#   The task's Resources.CPU and Resources.MemoryMB must be numbers within
-#   [sandbox.min_cpu_mhz, sandbox.max_cpu_mhz] and [sandbox.min_memory_mb,
-#   sandbox.max_memory_mb], and Resources.Cores must be unset (null, absent or 0): one
-#   sandbox may not take a node's whole budget, a missing value would let Nomad apply its
-#   own default, and reserved cores are exclusive and bypass the MHz budget of B1. A bound
-#   missing from policy data refuses.
+#   The task's Resources.CPU must be a number within [sandbox.min_cpu_mhz,
+#   sandbox.max_cpu_mhz].
 # custom:
 #   id: B2
 #   severity: medium
-violations contains {"rule": "B2", "msg": msg} if some msg in _b2
-
-_b2 contains sprintf("task Resources.CPU %v must be a number in [%v, %v]", [_resource_value("CPU"), _data_value(["sandbox", "min_cpu_mhz"]), _data_value(["sandbox", "max_cpu_mhz"])]) if not {
+violations contains {"rule": "B2", "msg": sprintf("task Resources.CPU %v must be a number in [%v, %v]", [_resource_value("CPU"), _data_value(["sandbox", "min_cpu_mhz"]), _data_value(["sandbox", "max_cpu_mhz"])])} if not {
 	cpu := input.job.TaskGroups[0].Tasks[0].Resources.CPU
 	cpu >= cfg.sandbox.min_cpu_mhz
 	cpu <= cfg.sandbox.max_cpu_mhz
 }
 
-_b2 contains sprintf("task Resources.MemoryMB %v must be a number in [%v, %v]", [_resource_value("MemoryMB"), _data_value(["sandbox", "min_memory_mb"]), _data_value(["sandbox", "max_memory_mb"])]) if not {
+# METADATA
+# title: The sandbox's memory is within the per-sandbox range
+# description: >-
+#   The task's Resources.MemoryMB must be a number within [sandbox.min_memory_mb,
+#   sandbox.max_memory_mb].
+# custom:
+#   id: B2
+#   severity: medium
+violations contains {"rule": "B2", "msg": sprintf("task Resources.MemoryMB %v must be a number in [%v, %v]", [_resource_value("MemoryMB"), _data_value(["sandbox", "min_memory_mb"]), _data_value(["sandbox", "max_memory_mb"])])} if not {
 	memory := input.job.TaskGroups[0].Tasks[0].Resources.MemoryMB
 	memory >= cfg.sandbox.min_memory_mb
 	memory <= cfg.sandbox.max_memory_mb
 }
 
-_b2 contains sprintf("task Resources.Cores must not be set, got %v", [cores]) if {
+# METADATA
+# title: The sandbox reserves no cores
+# description: >-
+#   The task's Resources.Cores must be unset (null, absent or 0): reserved cores are
+#   exclusive and bypass the MHz budget of B1.
+# custom:
+#   id: B2
+#   severity: medium
+violations contains {"rule": "B2", "msg": sprintf("task Resources.Cores must not be set, got %v", [cores])} if {
 	cores := input.job.TaskGroups[0].Tasks[0].Resources.Cores
 	not cores in {null, 0}
 }
 
-# --- R1 --------------------------------------------------------------------------------
+# --- R1: low priority, never restarted or rescheduled ------------------------------------
+#
+# Sandboxes are always preempted before the cluster's managed applications. A restarted
+# sandbox would hand a fresh container to a caller holding an old session token, and a
+# rescheduled one would land on a node admission never evaluated.
 
 # METADATA
-# title: Low priority, never restarted or rescheduled
+# title: The job has a low priority
 # description: >-
-#   Priority must be a number from 1 to priority.ceiling - 1: sandboxes are always preempted before
-#   the cluster's managed applications (0 is refused because Nomad replaces it with its
-#   default, 50). The group RestartPolicy must have Attempts 0, and a task RestartPolicy
-#   (which overrides it) too; the group ReschedulePolicy must have Attempts 0 and Unlimited
-#   false, and a job-level Reschedule too: a restarted sandbox would hand a fresh container
-#   to a caller holding an old session token, and a rescheduled one would land on a node
-#   admission never evaluated.
+#   Priority must be a number from 1 to priority.ceiling - 1: sandboxes are always
+#   preempted before the cluster's managed applications (0 is refused because Nomad
+#   replaces it with its default, 50).
 # custom:
 #   id: R1
 #   severity: high
-violations contains {"rule": "R1", "msg": msg} if some msg in _r1
-
-_r1 contains sprintf("job Priority %v must be a number from 1 to %v", [_job_value("Priority"), _priority_max]) if not {
+violations contains {"rule": "R1", "msg": sprintf("job Priority %v must be a number from 1 to %v", [_job_value("Priority"), _priority_max])} if not {
 	input.job.Priority >= 1
 	input.job.Priority <= cfg.priority.ceiling - 1
 }
@@ -182,22 +230,50 @@ _priority_max := max if {
 	max := cfg.priority.ceiling - 1
 } else := null
 
-_r1 contains "task group RestartPolicy.Attempts must be 0" if {
+# METADATA
+# title: The task group is never restarted
+# description: >-
+#   The group RestartPolicy must have Attempts 0.
+# custom:
+#   id: R1
+#   severity: high
+violations contains {"rule": "R1", "msg": "task group RestartPolicy.Attempts must be 0"} if {
 	not input.job.TaskGroups[0].RestartPolicy.Attempts == 0
 }
 
-_r1 contains "task RestartPolicy.Attempts must be 0 when set" if {
+# METADATA
+# title: The task is never restarted
+# description: >-
+#   A task RestartPolicy, which overrides the group's, must have Attempts 0 too.
+# custom:
+#   id: R1
+#   severity: high
+violations contains {"rule": "R1", "msg": "task RestartPolicy.Attempts must be 0 when set"} if {
 	policy := input.job.TaskGroups[0].Tasks[0].RestartPolicy
 	not policy in {null, "", [], {}}
 	not policy.Attempts == 0
 }
 
-_r1 contains "task group ReschedulePolicy must have Attempts 0 and Unlimited false" if not {
+# METADATA
+# title: The task group is never rescheduled
+# description: >-
+#   The group ReschedulePolicy must have Attempts 0 and Unlimited false.
+# custom:
+#   id: R1
+#   severity: high
+violations contains {"rule": "R1", "msg": "task group ReschedulePolicy must have Attempts 0 and Unlimited false"} if not {
 	input.job.TaskGroups[0].ReschedulePolicy.Attempts == 0
 	input.job.TaskGroups[0].ReschedulePolicy.Unlimited == false
 }
 
-_r1 contains "job Reschedule must have Attempts 0 and Unlimited false when set" if {
+# METADATA
+# title: The job is never rescheduled
+# description: >-
+#   A job-level Reschedule must have Attempts 0 and Unlimited false too.
+# custom:
+#   id: R1
+#   severity: high
+violations contains {"rule": "R1", "msg": "job Reschedule must have Attempts 0 and Unlimited false when set"} if {
 	policy := input.job.Reschedule
 	not policy in {null, "", [], {}}
 	not {
@@ -222,13 +298,12 @@ _r1 contains "job Reschedule must have Attempts 0 and Unlimited false when set" 
 # custom:
 #   id: B3
 #   severity: medium
-violations contains {"rule": "B3", "msg": msg} if {
+violations contains {"rule": "B3", "msg": sprintf("agent %v has %v live sandboxes; its quota is %v", [object.get(input.principal, "sub", "?"), live, _agent_quota])} if {
 	input.principal.role == "agent"
 	live := input.principal.live_sandboxes
 	is_number(live)
 	live >= 0
 	not live + 1 <= _agent_quota
-	msg := sprintf("agent %v has %v live sandboxes; its quota is %v", [object.get(input.principal, "sub", "?"), live, _agent_quota])
 }
 
 # An agent's quota: its token's max_live_sandboxes when that is a positive number, else

@@ -9,85 +9,178 @@ import future.keywords.not
 # are written. The task is input.job.TaskGroups[0].Tasks[0]; its docker config is the
 # task's Config.
 
-# --- H1 --------------------------------------------------------------------------------
+# --- H1: an unprivileged docker task in a plain single-task job ------------------------
+#
+# Anything else runs containers no rule inspected and no budget accounts. The other rules
+# judge the first group and its first task; a job with more is refused here alone.
 
 # METADATA
-# title: Unprivileged docker task in a plain single-task job
+# title: A plain job without hooks
 # description: >-
-#   The docker config must set privileged = false explicitly (a privileged container is root
-#   on the node), cap_drop exactly ["ALL"], and cap_add (a list, or absent) only from
-#   profiles.<profile>.cap_add (none for strict): SYS_ADMIN or NET_ADMIN are escapes or host
-#   network control. The task driver must be job.driver (docker; raw_exec runs on the host),
-#   the job a job.types type (batch) with exactly one group named job.group_name with Count 1
-#   and one task named job.task_name with an object Config, not periodic, parameterized or
-#   multiregion, the task without a Lifecycle hook: anything else runs containers no rule
-#   inspected and no budget accounts. Every docker config key must be in
-#   docker.allowed_config_keys (host access, network and command keys are H5, H7 and H8):
-#   the Nomad server does not validate driver config, so an unreviewed key (shm_size,
-#   memory_hard_limit, oom_score_adj ...) would reach the node unchecked. The other rules
-#   judge the first group and its first task; a job with more is refused here alone.
+#   The job must not be periodic, parameterized or multiregion, and the task must not
+#   have a Lifecycle hook: each would run containers no rule inspected and no budget
+#   accounts.
 # custom:
 #   id: H1
 #   severity: critical
-violations contains {"rule": "H1", "msg": msg} if some msg in _h1
-
-_h1 contains msg if {
+violations contains {"rule": "H1", "msg": sprintf("%v%v must not be set", [part, field])} if {
 	table := {
 		"job ": {"Periodic": null, "ParameterizedJob": null, "Multiregion": null},
-		"task group ": {"Count": 1},
 		"task ": {"Lifecycle": null},
+	}
+	not object.subset(_parts, table)
+	some part, fields in table
+	some field, _ in fields
+	not _part_field(part, field) in {null, "", [], {}}
+}
+
+# METADATA
+# title: One unprivileged container
+# description: >-
+#   The group must have Count 1 and the docker config must set privileged = false
+#   explicitly: a privileged container is root on the node.
+# custom:
+#   id: H1
+#   severity: critical
+violations contains {"rule": "H1", "msg": sprintf("%v%v must be %v", [part, field, want])} if {
+	table := {
+		"task group ": {"Count": 1},
 		"docker config ": {"privileged": false},
 	}
 	not object.subset(_parts, table)
-	some msg in _table_failures(table)
+	some part, fields in table
+	some field, want in fields
+	not _part_field(part, field) == want
 }
 
-_h1 contains "docker config cap_drop must be [\"ALL\"]" if {
+# METADATA
+# title: Every capability is dropped
+# description: >-
+#   The docker config must set cap_drop exactly ["ALL"].
+# custom:
+#   id: H1
+#   severity: critical
+violations contains {"rule": "H1", "msg": "docker config cap_drop must be [\"ALL\"]"} if {
 	not input.job.TaskGroups[0].Tasks[0].Config.cap_drop == ["ALL"]
 }
 
-_h1 contains sprintf("docker config cap_add %v is not allowed for profile %v", [cap, _sandbox_value("profile")]) if {
+# METADATA
+# title: Capabilities are added only as the profile allows
+# description: >-
+#   Every cap_add entry must be in profiles.<profile>.cap_add (none for strict):
+#   SYS_ADMIN or NET_ADMIN are escapes or host network control.
+# custom:
+#   id: H1
+#   severity: critical
+violations contains {"rule": "H1", "msg": sprintf("docker config cap_add %v is not allowed for profile %v", [cap, _sandbox_value("profile")])} if {
 	some cap in input.job.TaskGroups[0].Tasks[0].Config.cap_add
 	not cap in cfg.profiles[input.sandbox.profile].cap_add
 }
 
-_h1 contains "docker config cap_add must be a list" if {
+# METADATA
+# title: cap_add is a list
+# description: >-
+#   The docker config's cap_add must be a list, or absent.
+# custom:
+#   id: H1
+#   severity: critical
+violations contains {"rule": "H1", "msg": "docker config cap_add must be a list"} if {
 	caps := input.job.TaskGroups[0].Tasks[0].Config.cap_add
 	caps != null
 	not is_array(caps)
 }
 
-_h1 contains sprintf("task Driver must be %v", [_data_value(["job", "driver"])]) if {
+# METADATA
+# title: The task runs on the docker driver
+# description: >-
+#   The task driver must be job.driver (docker): raw_exec runs on the host.
+# custom:
+#   id: H1
+#   severity: critical
+violations contains {"rule": "H1", "msg": sprintf("task Driver must be %v", [_data_value(["job", "driver"])])} if {
 	not input.job.TaskGroups[0].Tasks[0].Driver == cfg.job.driver
 }
 
-_h1 contains sprintf("task group Name must be %v", [_data_value(["job", "group_name"])]) if {
+# METADATA
+# title: The task group has the sandbox group's name
+# description: >-
+#   The one task group must be named job.group_name.
+# custom:
+#   id: H1
+#   severity: critical
+violations contains {"rule": "H1", "msg": sprintf("task group Name must be %v", [_data_value(["job", "group_name"])])} if {
 	not input.job.TaskGroups[0].Name == cfg.job.group_name
 }
 
-_h1 contains sprintf("task Name must be %v", [_data_value(["job", "task_name"])]) if {
+# METADATA
+# title: The task has the sandbox task's name
+# description: >-
+#   The one task must be named job.task_name.
+# custom:
+#   id: H1
+#   severity: critical
+violations contains {"rule": "H1", "msg": sprintf("task Name must be %v", [_data_value(["job", "task_name"])])} if {
 	not input.job.TaskGroups[0].Tasks[0].Name == cfg.job.task_name
 }
 
-_h1 contains "job must have exactly one task group" if not {
+# METADATA
+# title: The job has exactly one task group
+# description: >-
+#   The job must have exactly one task group, an object: the other rules judge the first
+#   group only.
+# custom:
+#   id: H1
+#   severity: critical
+violations contains {"rule": "H1", "msg": "job must have exactly one task group"} if not {
 	[group] := input.job.TaskGroups
 	is_object(group)
 }
 
-_h1 contains "task group must have exactly one task" if not {
+# METADATA
+# title: The task group has exactly one task
+# description: >-
+#   The task group must have exactly one task, an object: the other rules judge the first
+#   task only.
+# custom:
+#   id: H1
+#   severity: critical
+violations contains {"rule": "H1", "msg": "task group must have exactly one task"} if not {
 	[task] := input.job.TaskGroups[0].Tasks
 	is_object(task)
 }
 
-_h1 contains "task Config must be an object" if not is_object(input.job.TaskGroups[0].Tasks[0].Config)
+# METADATA
+# title: The task has a docker config
+# description: >-
+#   The task's Config must be an object.
+# custom:
+#   id: H1
+#   severity: critical
+violations contains {"rule": "H1", "msg": "task Config must be an object"} if not is_object(input.job.TaskGroups[0].Tasks[0].Config)
 
-_h1 contains sprintf("job Type %v is not one of %v", [_job_value("Type"), _data_value(["job", "types"])]) if {
+# METADATA
+# title: The job is of a sandbox job type
+# description: >-
+#   The job's Type must be one of job.types (batch).
+# custom:
+#   id: H1
+#   severity: critical
+violations contains {"rule": "H1", "msg": sprintf("job Type %v is not one of %v", [_job_value("Type"), _data_value(["job", "types"])])} if {
 	not input.job.Type in cfg.job.types
 }
 
-# Keys H5 (host access), H7 (network) and H8 (command) own are reported there. A key list
-# missing from policy data counts as empty: every key is then refused here.
-_h1 contains sprintf("docker config keys %v are not allowed", [sort(keys)]) if {
+# METADATA
+# title: The docker config holds only reviewed keys
+# description: >-
+#   Every docker config key must be in docker.allowed_config_keys: the Nomad server does
+#   not validate driver config, so an unreviewed key (shm_size, memory_hard_limit,
+#   oom_score_adj ...) would reach the node unchecked. Keys H5 (host access), H7
+#   (network) and H8 (command) own are reported there. A key list missing from policy
+#   data counts as empty: every key is then refused here.
+# custom:
+#   id: H1
+#   severity: critical
+violations contains {"rule": "H1", "msg": sprintf("docker config keys %v are not allowed", [sort(keys)])} if {
 	config := input.job.TaskGroups[0].Tasks[0].Config
 	is_object(config)
 	unreviewed := object.remove(config, object.get(cfg, ["docker", "allowed_config_keys"], []))
@@ -99,22 +192,18 @@ _h1 contains sprintf("docker config keys %v are not allowed", [sort(keys)]) if {
 	count(keys) > 0
 }
 
-# --- H2 --------------------------------------------------------------------------------
+# --- H2: no-new-privileges and nothing else in security_opt ----------------------------
 
 # METADATA
-# title: no-new-privileges and nothing else in security_opt
+# title: no-new-privileges is set
 # description: >-
 #   security_opt must be a list holding every docker.required_security_opt entry
-#   (no-new-privileges), and every entry must be a required one (entries with a forbidden
-#   prefix are H10): without no-new-privileges a setuid binary regains the privileges the
-#   container dropped, and Docker parses spellings such as "no-new-privileges=0" as false,
-#   so unknown entries are refused rather than interpreted.
+#   (no-new-privileges): without it a setuid binary regains the privileges the container
+#   dropped.
 # custom:
 #   id: H2
 #   severity: high
-violations contains {"rule": "H2", "msg": msg} if some msg in _h2
-
-_h2 contains sprintf("docker config security_opt must contain %v", [opt]) if {
+violations contains {"rule": "H2", "msg": sprintf("docker config security_opt must contain %v", [opt])} if {
 	some opt in cfg.docker.required_security_opt
 	not {
 		opts := input.job.TaskGroups[0].Tasks[0].Config.security_opt
@@ -123,7 +212,16 @@ _h2 contains sprintf("docker config security_opt must contain %v", [opt]) if {
 	}
 }
 
-_h2 contains sprintf("docker config security_opt entry %v is not allowed", [opt]) if {
+# METADATA
+# title: security_opt holds nothing else
+# description: >-
+#   Every security_opt entry must be a required one (entries with a forbidden prefix are
+#   H10): Docker parses spellings such as "no-new-privileges=0" as false, so unknown
+#   entries are refused rather than interpreted.
+# custom:
+#   id: H2
+#   severity: high
+violations contains {"rule": "H2", "msg": sprintf("docker config security_opt entry %v is not allowed", [opt])} if {
 	opts := input.job.TaskGroups[0].Tasks[0].Config.security_opt
 	is_array(opts)
 	some opt in opts
@@ -136,38 +234,48 @@ _forbidden_security_opt(opt) if {
 	strings.any_prefix_match(opt, cfg.docker.forbidden_security_opt_prefixes)
 }
 
-# --- H3 --------------------------------------------------------------------------------
+# --- H3: processes, files, memory and CPU are capped -----------------------------------
 
 # METADATA
-# title: Processes, files, memory and CPU are capped
+# title: Zombies reaped, no shared memory, no CPU bursts
 # description: >-
-#   pids_limit must be a number in [1, docker.pids_limit_max] (a fork bomb would exhaust the
-#   node's process table); ulimit must be a list of exactly one map of strings, the shape the
-#   docker driver requires (an object registers but fails the task at start, and Nomad merges
-#   the maps of a longer list), and that map must set every key of docker.ulimit_max (nofile,
-#   nproc) as "soft:hard" (or one number) with soft <= hard <= the maximum, and no other key
-#   (memlock or rtprio would let the sandbox pin memory or starve the CPU); init must be true (zombies
-#   reaped), ipc_mode "private" (no shared memory with the host or other containers),
-#   cpu_hard_limit true (no bursting over the reserved MHz); and Resources.MemoryMaxMB unset
-#   (null, absent or 0) or equal to MemoryMB: no memory that B1 never accounted.
+#   The docker config must set init true (zombies reaped), ipc_mode "private" (no shared
+#   memory with the host or other containers) and cpu_hard_limit true (no bursting over
+#   the reserved MHz).
 # custom:
 #   id: H3
 #   severity: medium
-violations contains {"rule": "H3", "msg": msg} if some msg in _h3
-
-_h3 contains msg if {
+violations contains {"rule": "H3", "msg": sprintf("%v%v must be %v", [part, field, want])} if {
 	table := {"docker config ": {"init": true, "ipc_mode": "private", "cpu_hard_limit": true}}
 	not object.subset(_parts, table)
-	some msg in _table_failures(table)
+	some part, fields in table
+	some field, want in fields
+	not _part_field(part, field) == want
 }
 
-_h3 contains sprintf("docker config pids_limit must be a number in [1, %v]", [_data_value(["docker", "pids_limit_max"])]) if not {
+# METADATA
+# title: Processes are capped
+# description: >-
+#   pids_limit must be a number in [1, docker.pids_limit_max]: a fork bomb would exhaust
+#   the node's process table.
+# custom:
+#   id: H3
+#   severity: medium
+violations contains {"rule": "H3", "msg": sprintf("docker config pids_limit must be a number in [1, %v]", [_data_value(["docker", "pids_limit_max"])])} if not {
 	pids := input.job.TaskGroups[0].Tasks[0].Config.pids_limit
 	pids >= 1
 	pids <= cfg.docker.pids_limit_max
 }
 
-_h3 contains sprintf("task Resources.MemoryMaxMB %v must be unset or equal to MemoryMB %v", [_resource_value("MemoryMaxMB"), _resource_value("MemoryMB")]) if {
+# METADATA
+# title: No memory beyond the reservation
+# description: >-
+#   Resources.MemoryMaxMB must be unset (null, absent or 0) or equal to MemoryMB: no
+#   memory that B1 never accounted.
+# custom:
+#   id: H3
+#   severity: medium
+violations contains {"rule": "H3", "msg": sprintf("task Resources.MemoryMaxMB %v must be unset or equal to MemoryMB %v", [_resource_value("MemoryMaxMB"), _resource_value("MemoryMB")])} if {
 	resources := input.job.TaskGroups[0].Tasks[0].Resources
 	memory_max := resources.MemoryMaxMB
 	not memory_max in {null, 0}
@@ -181,9 +289,26 @@ _ulimit := u if {
 	_string_map(u)
 }
 
-_h3 contains "docker config ulimit must be a list of exactly one map of strings" if not _ulimit
+# METADATA
+# title: ulimit has the shape the docker driver reads
+# description: >-
+#   ulimit must be a list of exactly one map of strings, the shape the docker driver
+#   requires: an object registers but fails the task at start, and Nomad merges the maps
+#   of a longer list.
+# custom:
+#   id: H3
+#   severity: medium
+violations contains {"rule": "H3", "msg": "docker config ulimit must be a list of exactly one map of strings"} if not _ulimit
 
-_h3 contains sprintf("docker config ulimit %s must be \"soft:hard\" with soft <= hard <= %v", [name, max]) if {
+# METADATA
+# title: Open files and processes are capped
+# description: >-
+#   The ulimit map must set every key of docker.ulimit_max (nofile, nproc) as "soft:hard"
+#   (or one number) with soft <= hard <= the maximum.
+# custom:
+#   id: H3
+#   severity: medium
+violations contains {"rule": "H3", "msg": sprintf("docker config ulimit %v must be \"soft:hard\" with soft <= hard <= %v", [name, max])} if {
 	ulimit := _ulimit
 	some name, max in cfg.docker.ulimit_max
 	not {
@@ -196,39 +321,60 @@ _h3 contains sprintf("docker config ulimit %s must be \"soft:hard\" with soft <=
 	}
 }
 
-# Without docker.ulimit_max in policy data every key is refused.
-_h3 contains sprintf("docker config ulimit keys %v are not allowed", [sort(object.keys(extra))]) if {
+# METADATA
+# title: No other ulimit
+# description: >-
+#   The ulimit map must set no key but those of docker.ulimit_max: memlock or rtprio would
+#   let the sandbox pin memory or starve the CPU. Without docker.ulimit_max in policy data
+#   every key is refused.
+# custom:
+#   id: H3
+#   severity: medium
+violations contains {"rule": "H3", "msg": sprintf("docker config ulimit keys %v are not allowed", [sort(object.keys(extra))])} if {
 	extra := object.remove(_ulimit, object.get(cfg, ["docker", "ulimit_max"], {}))
 	extra != {}
 }
 
-# --- H10 -------------------------------------------------------------------------------
+# --- H10: default seccomp and AppArmor kept, allowlisted runtime -----------------------
 
 # METADATA
-# title: Default seccomp and AppArmor kept, allowlisted runtime
+# title: The default seccomp and AppArmor confinement is kept
 # description: >-
 #   No security_opt entry may start with a docker.forbidden_security_opt_prefixes entry
 #   (seccomp, apparmor, systempaths, label, no-new-privileges=false ...): those replace or
-#   switch off the kernel confinement Docker applies by default. runtime must be set and in
-#   runtimes.allowed, and for a network with egress also in runtimes.egress_allowed (the
-#   operator may require gVisor there): an unknown runtime may not isolate at all.
+#   switch off the kernel confinement Docker applies by default.
 # custom:
 #   id: H10
 #   severity: high
-violations contains {"rule": "H10", "msg": msg} if some msg in _h10
-
-_h10 contains sprintf("docker config security_opt entry %v weakens the default confinement", [opt]) if {
+violations contains {"rule": "H10", "msg": sprintf("docker config security_opt entry %v weakens the default confinement", [opt])} if {
 	opts := input.job.TaskGroups[0].Tasks[0].Config.security_opt
 	is_array(opts)
 	some opt in opts
 	_forbidden_security_opt(opt)
 }
 
-_h10 contains "policy data docker.forbidden_security_opt_prefixes must be a list: without it no security_opt entry can be judged" if {
+# METADATA
+# title: The forbidden security_opt prefixes are in policy data
+# description: >-
+#   docker.forbidden_security_opt_prefixes must be a list: without it no security_opt
+#   entry can be judged.
+# custom:
+#   id: H10
+#   severity: high
+violations contains {"rule": "H10", "msg": "policy data docker.forbidden_security_opt_prefixes must be a list: without it no security_opt entry can be judged"} if {
 	not is_array(cfg.docker.forbidden_security_opt_prefixes)
 }
 
-_h10 contains sprintf("docker config runtime %v is not one of %v", [_config_value("runtime"), _allowed_runtimes]) if not {
+# METADATA
+# title: The runtime is allowlisted
+# description: >-
+#   runtime must be set and in runtimes.allowed, and for a network with egress also in
+#   runtimes.egress_allowed (the operator may require gVisor there): an unknown runtime
+#   may not isolate at all.
+# custom:
+#   id: H10
+#   severity: high
+violations contains {"rule": "H10", "msg": sprintf("docker config runtime %v is not one of %v", [_config_value("runtime"), _allowed_runtimes])} if not {
 	runtime := input.job.TaskGroups[0].Tasks[0].Config.runtime
 	runtime in cfg.runtimes.allowed
 	_runtime_for_network(runtime)
@@ -255,7 +401,6 @@ _allowed_runtimes := [r | some r in cfg.runtimes.egress_allowed; r in cfg.runtim
 # custom:
 #   id: H11
 #   severity: high
-violations contains {"rule": "H11", "msg": msg} if {
+violations contains {"rule": "H11", "msg": sprintf("docker config image %v is not one of %v", [_config_value("image"), _data_value(["images", "allowed"])])} if {
 	not input.job.TaskGroups[0].Tasks[0].Config.image in cfg.images.allowed
-	msg := sprintf("docker config image %v is not one of %v", [_config_value("image"), _data_value(["images", "allowed"])])
 }

@@ -13,23 +13,11 @@ _node_value(k) := v if {
 	v := input.node[k]
 } else := null
 
-# --- P1 --------------------------------------------------------------------------------
-
-# METADATA
-# title: Job is pinned to one enrolled node of an allowed platform
-# description: >-
-#   The job (with its group and task) must carry exactly one ${node.unique.name}
-#   constraint, operand "=", naming the node admission evaluated; the node must be enrolled
-#   (enrollment in placement.enrollments); its kernel.name and cpu.arch attributes must be in
-#   placement.allowed_os / allowed_architectures; and the job must carry ${attr.kernel.name}
-#   and ${attr.cpu.arch} constraints, every one of them "=" the node's attribute. Without the
-#   pin Nomad could place the sandbox on a node where no placement, control-plane or budget
-#   check was made; without the platform constraints on a platform whose images and
-#   hardening were never vetted.
-# custom:
-#   id: P1
-#   severity: high
-violations contains {"rule": "P1", "msg": msg} if some msg in _p1
+# --- P1: the job is pinned to one enrolled node of an allowed platform -----------------
+#
+# Without the pin Nomad could place the sandbox on a node where no placement,
+# control-plane or budget check was made; without the platform constraints on a platform
+# whose images and hardening were never vetted.
 
 # Every constraint of the job, its group and its task (constraints at all levels apply),
 # duplicates included.
@@ -41,12 +29,28 @@ _constraints := array.concat(
 	),
 )
 
-_p1 contains sprintf("job must carry exactly one ${node.unique.name} constraint, found %d", [n]) if {
+# METADATA
+# title: The job carries one node pin
+# description: >-
+#   The job (with its group and task) must carry exactly one ${node.unique.name}
+#   constraint.
+# custom:
+#   id: P1
+#   severity: high
+violations contains {"rule": "P1", "msg": sprintf("job must carry exactly one ${node.unique.name} constraint, found %v", [n])} if {
 	n := count([c | some c in _constraints; c.LTarget == "${node.unique.name}"])
 	n != 1
 }
 
-_p1 contains sprintf("node pin %v %v %v does not select node %v", [c.LTarget, c.Operand, c.RTarget, _node_value("name")]) if {
+# METADATA
+# title: The node pin selects the node admission evaluated
+# description: >-
+#   Every ${node.unique.name} constraint must have operand "=" and name the node
+#   admission evaluated (node.name).
+# custom:
+#   id: P1
+#   severity: high
+violations contains {"rule": "P1", "msg": sprintf("node pin %v %v %v does not select node %v", [c.LTarget, c.Operand, c.RTarget, _node_value("name")])} if {
 	some c in _constraints
 	c.LTarget == "${node.unique.name}"
 	not {
@@ -55,20 +59,47 @@ _p1 contains sprintf("node pin %v %v %v does not select node %v", [c.LTarget, c.
 	}
 }
 
-_p1 contains sprintf("node enrollment %v is not one of %v", [_node_value("enrollment"), _data_value(["placement", "enrollments"])]) if {
+# METADATA
+# title: The node is enrolled
+# description: >-
+#   The node's enrollment must be one of placement.enrollments.
+# custom:
+#   id: P1
+#   severity: high
+violations contains {"rule": "P1", "msg": sprintf("node enrollment %v is not one of %v", [_node_value("enrollment"), _data_value(["placement", "enrollments"])])} if {
 	not input.node.enrollment in cfg.placement.enrollments
 }
 
-_p1 contains sprintf("node attribute kernel.name is not one of %v", [_data_value(["placement", "allowed_os"])]) if {
+# METADATA
+# title: The node runs an allowed operating system
+# description: >-
+#   The node's kernel.name attribute must be in placement.allowed_os.
+# custom:
+#   id: P1
+#   severity: high
+violations contains {"rule": "P1", "msg": sprintf("node attribute kernel.name is not one of %v", [_data_value(["placement", "allowed_os"])])} if {
 	not input.node.attributes["kernel.name"] in cfg.placement.allowed_os
 }
 
-_p1 contains sprintf("node attribute cpu.arch is not one of %v", [_data_value(["placement", "allowed_architectures"])]) if {
+# METADATA
+# title: The node has an allowed architecture
+# description: >-
+#   The node's cpu.arch attribute must be in placement.allowed_architectures.
+# custom:
+#   id: P1
+#   severity: high
+violations contains {"rule": "P1", "msg": sprintf("node attribute cpu.arch is not one of %v", [_data_value(["placement", "allowed_architectures"])])} if {
 	not input.node.attributes["cpu.arch"] in cfg.placement.allowed_architectures
 }
 
-# The platform constraints: the Nomad target -> the node attribute it reads.
-_p1 contains sprintf("job lacks a %s constraint", [target]) if {
+# METADATA
+# title: The job carries the platform constraints
+# description: >-
+#   The job must carry ${attr.kernel.name} and ${attr.cpu.arch} constraints.
+# custom:
+#   id: P1
+#   severity: high
+violations contains {"rule": "P1", "msg": sprintf("job lacks a %v constraint", [target])} if {
 	some target in ["${attr.kernel.name}", "${attr.cpu.arch}"]
 	not {
 		some c in _constraints
@@ -76,9 +107,16 @@ _p1 contains sprintf("job lacks a %s constraint", [target]) if {
 	}
 }
 
-# A platform constraint must pin the node's own value: with the node attribute checked
-# against the allowlist above, that keeps the job on a vetted platform.
-_p1 contains sprintf("constraint %v %v %v must be = an allowed value equal to the node's %s", [c.LTarget, c.Operand, c.RTarget, attribute]) if {
+# METADATA
+# title: The platform constraints pin the node's own platform
+# description: >-
+#   Every ${attr.kernel.name} and ${attr.cpu.arch} constraint must be "=" the node's
+#   attribute: with the node attribute checked against the allowlist, that keeps the job
+#   on a vetted platform.
+# custom:
+#   id: P1
+#   severity: high
+violations contains {"rule": "P1", "msg": sprintf("constraint %v %v %v must be = an allowed value equal to the node's %v", [c.LTarget, c.Operand, c.RTarget, attribute])} if {
 	some c in _constraints
 	attribute := {"${attr.kernel.name}": "kernel.name", "${attr.cpu.arch}": "cpu.arch"}[c.LTarget]
 	not {
@@ -102,46 +140,75 @@ _p1 contains sprintf("constraint %v %v %v must be = an allowed value equal to th
 # custom:
 #   id: P2
 #   severity: critical
-violations contains {"rule": "P2", "msg": concat("; ", sort(reasons))} if {
-	reasons := _control_plane_reasons
-	reasons != set()
+violations contains {"rule": "P2", "msg": _control_plane_msg} if {
+	_control_plane_reasons != set()
 }
 
 _control_plane_reasons := nodes.control_plane_reasons(input.node) if {
 	is_object(input.node)
 } else := {"node facts are missing: it may be a control-plane node"}
 
-# --- P3 --------------------------------------------------------------------------------
+# Every indicator the node shows, in one line. A wording helper (docs/policies.md, "How a
+# rule words its message"): one cause, a control-plane node, would otherwise be a line per
+# indicator; only read for a violation.
+_control_plane_msg := concat("; ", sort(_control_plane_reasons))
+
+# --- P3: the node is ready, active and not overloaded -----------------------------------
+#
+# A down or draining node would strand the sandbox with its budget reserved, and Nomad
+# does not hard-cap ephemeral disk, so a full node is about to be reclaimed (R3).
 
 # METADATA
-# title: Node is ready, active and not overloaded
+# title: The node is ready
 # description: >-
-#   New sandboxes only go to nodes Nomad reports as status "ready" and eligibility
-#   "eligible" that are not draining (drain explicitly false), whose operator_state is
-#   "active" (not frozen, reserved or draining), and whose memory and disk use are known
-#   and below thresholds.refuse_create_memory_percent / refuse_create_disk_percent: a down
-#   or draining node would strand the sandbox with its budget reserved, and Nomad does not
-#   hard-cap ephemeral disk, so a full node is about to be reclaimed (R3).
+#   Nomad must report the node's status as "ready".
 # custom:
 #   id: P3
 #   severity: medium
-violations contains {"rule": "P3", "msg": msg} if some msg in _p3
-
-_p3 contains sprintf("node status is %v, must be ready", [_node_value("status")]) if {
+violations contains {"rule": "P3", "msg": sprintf("node status is %v, must be ready", [_node_value("status")])} if {
 	not input.node.status == "ready"
 }
 
-_p3 contains sprintf("node eligibility is %v, must be eligible", [_node_value("eligibility")]) if {
+# METADATA
+# title: The node is eligible
+# description: >-
+#   Nomad must report the node's scheduling eligibility as "eligible".
+# custom:
+#   id: P3
+#   severity: medium
+violations contains {"rule": "P3", "msg": sprintf("node eligibility is %v, must be eligible", [_node_value("eligibility")])} if {
 	not input.node.eligibility == "eligible"
 }
 
-_p3 contains sprintf("node operator_state is %v, must be active", [_node_value("operator_state")]) if {
+# METADATA
+# title: The node is active
+# description: >-
+#   The node's operator_state must be "active": not frozen, reserved or draining.
+# custom:
+#   id: P3
+#   severity: medium
+violations contains {"rule": "P3", "msg": sprintf("node operator_state is %v, must be active", [_node_value("operator_state")])} if {
 	not input.node.operator_state == "active"
 }
 
-_p3 contains "node is draining (drain must be false)" if not input.node.drain == false
+# METADATA
+# title: The node is not draining
+# description: >-
+#   The node's drain must be explicitly false.
+# custom:
+#   id: P3
+#   severity: medium
+violations contains {"rule": "P3", "msg": "node is draining (drain must be false)"} if not input.node.drain == false
 
-_p3 contains sprintf("node %s %v must be a number below %v", [field, _usage_value(field), _data_value(["thresholds", threshold])]) if {
+# METADATA
+# title: The node is below the usage thresholds
+# description: >-
+#   The node's memory and disk use must be known and below
+#   thresholds.refuse_create_memory_percent / refuse_create_disk_percent.
+# custom:
+#   id: P3
+#   severity: medium
+violations contains {"rule": "P3", "msg": sprintf("node %v %v must be a number below %v", [field, _usage_value(field), _data_value(["thresholds", threshold])])} if {
 	some field, threshold in {"memory_percent": "refuse_create_memory_percent", "disk_percent": "refuse_create_disk_percent"}
 	not {
 		x := input.node.usage[field]
@@ -167,7 +234,7 @@ _usage_value(k) := v if {
 # custom:
 #   id: I5
 #   severity: high
-violations contains {"rule": "I5", "msg": msg} if {
+violations contains {"rule": "I5", "msg": sprintf("network %v is not allowed on a node enrolled as %v", [_sandbox_value("network"), enrollment])} if {
 	enrollment := input.node.enrollment
 	enrollment in cfg.placement.enrollments
 	not {
@@ -175,7 +242,6 @@ violations contains {"rule": "I5", "msg": msg} if {
 		enrollment in network.enrollment
 		_egress_allowed(network, enrollment)
 	}
-	msg := sprintf("network %v is not allowed on a node enrolled as %v", [_sandbox_value("network"), enrollment])
 }
 
 # A network without access ("none") goes on any enrolled node; any other one only on nodes

@@ -30,11 +30,13 @@
 # comprehension rebuilds a set from data; what depends on policy data alone
 # (that the roles a route lists are granted its scope) is held by the bundle's
 # tests, not re-checked per request. No helper rule is read on the allow path
-# (each reference to a virtual document costs several evaluation steps): the
-# few helpers only word messages, and messages are built in the head, which is
-# only evaluated for a violation, so no sprintf runs before a check has
-# failed. Only what varies per request is iterated: argv, a session token's
-# scopes, and the fields of a container (a literal list).
+# (each reference to a virtual document costs several evaluation steps). A
+# message is written in the head of its body (docs/policies.md, "How a rule
+# words its message"), which is only evaluated for a violation, so no sprintf
+# runs before a check has failed; the few wording helpers (_container_msg,
+# _role_msg, _unauthorized_msg) are read from heads only. Only what varies per
+# request is iterated: argv, a session token's scopes, and the fields of a
+# container (a literal list).
 #
 # How this package fails closed
 #
@@ -105,7 +107,7 @@ violations contains {"rule": "INPUT", "msg": "now is missing or not a number"} i
 # custom:
 #   id: INPUT
 #   severity: critical
-violations contains {"rule": "INPUT", "msg": _container_msg("request", concat("", ["request.", field, " is missing or not a string"]))} if {
+violations contains {"rule": "INPUT", "msg": _container_msg("request", sprintf("request.%v is missing or not a string", [field]))} if {
 	some field in ["method", "route"]
 	not is_string(input.request[field])
 }
@@ -118,7 +120,7 @@ violations contains {"rule": "INPUT", "msg": _container_msg("request", concat(""
 # custom:
 #   id: INPUT
 #   severity: high
-violations contains {"rule": "INPUT", "msg": concat("", ["request.", field, " is not an object"])} if {
+violations contains {"rule": "INPUT", "msg": sprintf("request.%v is not an object", [field])} if {
 	request := input.request
 	some field in ["params", "query", "body"]
 	value := request[field]
@@ -139,6 +141,8 @@ violations contains {"rule": "INPUT", "msg": _container_msg("token", _role_msg)}
 	not cfg.roles[input.token.role]
 }
 
+# A role that is missing or not a string is not a known role either: one
+# cause, one message (a wording helper).
 _role_msg := "token.role is not a known role" if {
 	is_string(input.token.role)
 } else := "token.role is missing or not a string"
@@ -183,7 +187,7 @@ violations contains {"rule": "INPUT", "msg": _container_msg("token", "token.scop
 # custom:
 #   id: INPUT
 #   severity: critical
-violations contains {"rule": "INPUT", "msg": _container_msg("sandbox", concat("", ["sandbox.", field, " is missing or not a ", type]))} if {
+violations contains {"rule": "INPUT", "msg": _container_msg("sandbox", sprintf("sandbox.%v is missing or not a %v", [field, type]))} if {
 	sandbox := input.sandbox
 	sandbox != null
 	some field, type in {"id": "string", "job_id": "string", "principal": "string", "state": "string", "expires_at": "number", "ceiling_at": "number"}
@@ -192,9 +196,14 @@ violations contains {"rule": "INPUT", "msg": _container_msg("sandbox", concat(""
 
 # The message for a missing or malformed field, msg, unless the container
 # itself is missing or not an object: then the container's own message (one
-# cause, one message). Only read for a violation.
-_container_msg(container, msg) := concat("", [container, _missing_container[container]]) if {
+# cause, one message). A wording helper (docs/policies.md, "How a rule words
+# its message"): only read for a violation.
+_container_msg(container, msg) := _missing_container_msg[container] if {
 	not is_object(input[container])
 } else := msg
 
-_missing_container := {"request": " is missing or not an object", "token": " is missing or not an object", "sandbox": " is not an object"}
+_missing_container_msg := {
+	"request": "request is missing or not an object",
+	"token": "token is missing or not an object",
+	"sandbox": "sandbox is not an object",
+}

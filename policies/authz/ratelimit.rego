@@ -26,7 +26,7 @@ import future.keywords.not
 # custom:
 #   id: Q1
 #   severity: high
-violations contains {"rule": "Q1", "msg": concat("", ["policy data gives role ", input.token.role, " no rate limit (rate_limits.", input.token.role, " needs requests_per_second > 0 and a whole burst >= 1)"])} if {
+violations contains {"rule": "Q1", "msg": sprintf("policy data gives role %v no rate limit (rate_limits.%v needs requests_per_second > 0 and a whole burst >= 1)", [input.token.role, input.token.role])} if {
 	cfg.roles[input.token.role]
 	not {
 		limit := cfg.rate_limits[input.token.role]

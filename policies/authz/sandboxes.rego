@@ -20,25 +20,21 @@ import future.keywords.or
 # ---------------------------------------------------------------------------
 
 # METADATA
-# title: Nothing runs on an expired sandbox; session tokens die with it
+# title: A session token dies with its sandbox
 # description: >-
 #   On a route under /v1/sandboxes/:id whose record has expired (now >=
 #   expires_at or now >= ceiling_at) or is not live (its state is not in
 #   sandbox.states.live, the store's starting and running: a failed or ended
 #   record is refused, and so is any state the policy does not know), even if
-#   the reaper has not run yet. A session token is refused for every action,
+#   the reaper has not run yet, a session token is refused for every action,
 #   including destroy: it is refused one second past the sandbox's expiry and
-#   the reaper cleans up. Operator and agent tokens may still GET the status,
-#   read the logs and DELETE the sandbox, so its owner can see what happened
-#   and clean up; exec, files (which run in the sandbox) and extend are refused
-#   (an expired sandbox runs nothing more and is not resurrected: create a new
-#   one).
+#   the reaper cleans up.
 # custom:
 #   id: T3
 #   severity: high
-violations contains {"rule": "T3", "msg": _expired_msg} if {
+violations contains {"rule": "T3", "msg": "sandbox has expired or ended"} if {
+	input.token.role == "session"
 	startswith(input.request.route, "/v1/sandboxes/:id")
-	input.token.role == "session" or input.request.route in {"/v1/sandboxes/:id/exec", "/v1/sandboxes/:id/files", "/v1/sandboxes/:id/extend"}
 	not {
 		input.now < input.sandbox.expires_at
 		input.now < input.sandbox.ceiling_at
@@ -47,10 +43,27 @@ violations contains {"rule": "T3", "msg": _expired_msg} if {
 	is_object(input.sandbox)
 }
 
-# Only read for a violation; defined whatever the method is.
-_expired_msg := "sandbox has expired or ended" if {
-	input.token.role == "session"
-} else := sprintf("%v %v is refused on an expired or ended sandbox", [object.get(input, ["request", "method"], null), input.request.route])
+# METADATA
+# title: Nothing runs on an expired sandbox
+# description: >-
+#   On an expired or not live sandbox (as above), operator and agent tokens
+#   may still GET the status, read the logs and DELETE the sandbox, so its
+#   owner can see what happened and clean up; exec, files (which run in the
+#   sandbox) and extend are refused (an expired sandbox runs nothing more and
+#   is not resurrected: create a new one).
+# custom:
+#   id: T3
+#   severity: high
+violations contains {"rule": "T3", "msg": sprintf("%v %v is refused on an expired or ended sandbox", [object.get(input, ["request", "method"], null), input.request.route])} if {
+	input.request.route in {"/v1/sandboxes/:id/exec", "/v1/sandboxes/:id/files", "/v1/sandboxes/:id/extend"}
+	not input.token.role == "session"
+	not {
+		input.now < input.sandbox.expires_at
+		input.now < input.sandbox.ceiling_at
+		input.sandbox.state in cfg.sandbox.states.live
+	}
+	is_object(input.sandbox)
+}
 
 # ---------------------------------------------------------------------------
 # H9: sandbox naming
@@ -114,26 +127,33 @@ violations contains {"rule": "H9", "msg": "target record's id is not the route's
 # ---------------------------------------------------------------------------
 
 # METADATA
-# title: Exec runs a bounded argument vector, never a shell string
+# title: Exec runs an argument vector, never a shell string
 # description: >-
 #   The command is an argument vector handed to Nomad alloc exec; no shell runs
-#   on the host. Refuses when body.argv is missing or not an array, and when it
-#   has more than exec.max_args elements.
+#   on the host. Refuses when body.argv is missing or not an array.
 # custom:
 #   id: E1
 #   severity: high
-violations contains {"rule": "E1", "msg": _argv_msg} if {
+violations contains {"rule": "E1", "msg": "exec: argv is missing or not an array"} if {
 	input.request.method == "POST"
 	input.request.route == "/v1/sandboxes/:id/exec"
-	not {
-		is_array(input.request.body.argv)
-		count(input.request.body.argv) <= cfg.exec.max_args
-	}
+	not is_array(input.request.body.argv)
 }
 
-_argv_msg := sprintf("exec: argv has more than %v elements", [object.get(cfg, ["exec", "max_args"], "unset")]) if {
+# METADATA
+# title: Exec's argument vector is bounded
+# description: >-
+#   Refuses an argv with more than exec.max_args elements (a bound missing
+#   from policy data refuses every argv).
+# custom:
+#   id: E1
+#   severity: high
+violations contains {"rule": "E1", "msg": sprintf("exec: argv has more than %v elements", [object.get(cfg, ["exec", "max_args"], "unset")])} if {
+	input.request.method == "POST"
+	input.request.route == "/v1/sandboxes/:id/exec"
 	is_array(input.request.body.argv)
-} else := "exec: argv is missing or not an array"
+	not count(input.request.body.argv) <= cfg.exec.max_args
+}
 
 # METADATA
 # title: Exec names a program
@@ -149,29 +169,37 @@ violations contains {"rule": "E1", "msg": "exec: argv is empty"} if {
 }
 
 # METADATA
-# title: Exec's argv holds only strings without NUL bytes
+# title: Exec's argv holds only strings
 # description: >-
-#   Refuses an argv element that is not a string (each layer would stringify
-#   it differently) and an argv that contains a NUL byte (C consumers would
-#   truncate there, so what runs would differ from what was authorized).
+#   Refuses an argv element that is not a string: each layer would stringify
+#   it differently.
 # custom:
 #   id: E1
 #   severity: high
-violations contains {"rule": "E1", "msg": _argv_element_msg(i, arg)} if {
+violations contains {"rule": "E1", "msg": sprintf("exec: argv[%v] is not a string", [i])} if {
 	input.request.method == "POST"
 	input.request.route == "/v1/sandboxes/:id/exec"
 	is_array(input.request.body.argv)
 	some i, arg in input.request.body.argv
-	not {
-		is_string(arg)
-		not contains(arg, "\u0000")
-	}
+	not is_string(arg)
 }
 
-# The message for one argv element that failed the check above.
-_argv_element_msg(i, arg) := "exec: argv contains a NUL byte" if {
+# METADATA
+# title: Exec's argv holds no NUL byte
+# description: >-
+#   Refuses an argv that contains a NUL byte: C consumers would truncate
+#   there, so what runs would differ from what was authorized.
+# custom:
+#   id: E1
+#   severity: high
+violations contains {"rule": "E1", "msg": "exec: argv contains a NUL byte"} if {
+	input.request.method == "POST"
+	input.request.route == "/v1/sandboxes/:id/exec"
+	is_array(input.request.body.argv)
+	some arg in input.request.body.argv
 	is_string(arg)
-} else := sprintf("exec: argv[%d] is not a string", [i])
+	contains(arg, "\u0000")
+}
 
 # METADATA
 # title: Exec's program is not an option

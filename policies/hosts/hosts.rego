@@ -45,36 +45,117 @@ _budget := _request.budget if is_object(_request.budget)
 _live := input.live_sandboxes
 
 # --- INPUT -----------------------------------------------------------------------------
+#
+# The input must carry now, an action (enroll, unenroll or state), the node (an object
+# with a name: Nomad's view, its meta and attributes, the gateway's control_plane verdict,
+# its operator state and enrollment), the request (egress as a boolean and an optional
+# budget object to enroll; a known state to change state; reclaim as a boolean to
+# unenroll), the number of live sandboxes on the node and the effects the gateway will
+# carry out (effects.reclaim). Any gap denies: nothing changes on facts the policy cannot
+# see.
 
-_input contains "input: now must be a number" if not _now_ok
+# METADATA
+# title: Hosts input carries the time
+# description: >-
+#   input.now must be a number.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: now must be a number"} if not _now_ok
 
-_input contains "input: action must be enroll, unenroll or state" if not _action_ok
+# METADATA
+# title: Hosts input names its action
+# description: >-
+#   input.action must be enroll, unenroll or state.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: action must be enroll, unenroll or state"} if not _action_ok
 
-_input contains "input: node must be an object with a non-empty string name" if not _node_ok
+# METADATA
+# title: Hosts input carries the node
+# description: >-
+#   input.node must be an object with a non-empty string name: Nomad's view of the node,
+#   its meta and attributes, the gateway's control_plane verdict, its operator state and
+#   enrollment.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: node must be an object with a non-empty string name"} if not _node_ok
 
-_input contains "input: request must be an object" if not _request
+# METADATA
+# title: Hosts input carries the request
+# description: >-
+#   input.request must be an object.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: request must be an object"} if not _request
 
-_input contains "input: live_sandboxes must be a non-negative integer" if not _live_ok
+# METADATA
+# title: Hosts input counts the node's live sandboxes
+# description: >-
+#   input.live_sandboxes must be a non-negative integer.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: live_sandboxes must be a non-negative integer"} if not _live_ok
 
-_input contains "input: effects.reclaim must be a boolean" if not _effects_ok
+# METADATA
+# title: Hosts input says whether the gateway reclaims
+# description: >-
+#   input.effects.reclaim must be a boolean: whether the gateway will reclaim the node's
+#   sandboxes with this change (R2).
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: effects.reclaim must be a boolean"} if not _effects_ok
 
-_input contains "input: enroll needs request.egress as a boolean" if {
+# METADATA
+# title: An enrollment says whether it is for egress
+# description: >-
+#   To enroll, request.egress must be a boolean.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: enroll needs request.egress as a boolean"} if {
 	_enrolling
 	not _egress_ok
 }
 
-_input contains "input: request.budget, when given, must be an object" if {
+# METADATA
+# title: An enrollment's budget is an object
+# description: >-
+#   To enroll, request.budget, when given (not null), must be an object.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: request.budget, when given, must be an object"} if {
 	_enrolling
 	_request.budget != null
 	not _budget
 }
 
-_input contains sprintf("input: request.state %v is not one of %v", [_state_value, object.get(cfg, ["hosts", "states"], "unset")]) if {
+# METADATA
+# title: A state change names a known state
+# description: >-
+#   To change state, request.state must be one of hosts.states.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": sprintf("input: request.state %v is not one of %v", [_state_value, object.get(cfg, ["hosts", "states"], "unset")])} if {
 	_changing_state
 	not _state_ok
 }
 
-_input contains "input: unenroll needs request.reclaim as a boolean" if {
+# METADATA
+# title: An unenrollment says whether to reclaim
+# description: >-
+#   To unenroll, request.reclaim must be a boolean.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: unenroll needs request.reclaim as a boolean"} if {
 	_unenrolling
 	not _reclaim_request_ok
 }
@@ -102,23 +183,6 @@ _state_value := v if {
 	v := _request.state
 } else := null
 
-# METADATA
-# title: Hosts input is complete and well formed
-# description: >-
-#   The input must carry now, an action (enroll, unenroll or state), the node (an object
-#   with a name: Nomad's view, its meta and attributes, the gateway's control_plane
-#   verdict, its operator state and enrollment), the request (egress as a boolean and an
-#   optional budget object to enroll; a known state to change state; reclaim as a boolean
-#   to unenroll), the number of live sandboxes on the node and the effects the gateway
-#   will carry out (effects.reclaim). Any gap denies: nothing changes on facts the policy
-#   cannot see.
-# custom:
-#   id: INPUT
-#   severity: high
-violations contains {"rule": "INPUT", "msg": msg} if {
-	some msg in _input
-}
-
 # --- P2 --------------------------------------------------------------------------------
 
 # METADATA
@@ -134,9 +198,9 @@ violations contains {"rule": "INPUT", "msg": msg} if {
 # custom:
 #   id: P2
 #   severity: critical
-violations contains {"rule": "P2", "msg": sprintf("enroll %v: %v", [_node.name, msg])} if {
+violations contains {"rule": "P2", "msg": sprintf("enroll %v: %v", [_node.name, reason])} if {
 	_enrolling
-	some msg in nodes.control_plane_reasons(_node)
+	some reason in nodes.control_plane_reasons(_node)
 }
 
 # --- I5 --------------------------------------------------------------------------------
@@ -152,38 +216,78 @@ violations contains {"rule": "P2", "msg": sprintf("enroll %v: %v", [_node.name, 
 # custom:
 #   id: I5
 #   severity: critical
-violations contains {"rule": "I5", "msg": msg} if {
+violations contains {"rule": "I5", "msg": sprintf("enroll %v for egress: node meta %v must declare an accepted isolation bundle version %v (run sandgate isolation render --verify on the node first)", [_node.name, object.get(cfg, ["placement", "egress_isolation", "meta_key"], "unset"), object.get(cfg, ["placement", "egress_isolation", "accepted_versions"], "unset")])} if {
 	_enrolling
 	_request.egress == true
 	not nodes.isolation_declared(_node)
-	msg := sprintf("enroll %v for egress: node meta %v must declare an accepted isolation bundle version %v (run sandgate isolation render --verify on the node first)", [_node.name, object.get(cfg, ["placement", "egress_isolation", "meta_key"], "unset"), object.get(cfg, ["placement", "egress_isolation", "accepted_versions"], "unset")])
 }
 
-# --- B1 --------------------------------------------------------------------------------
+# --- B1: a node budget is sane and fits the node ---------------------------------------
+#
+# The budget given at enrollment (max_sandboxes, cpu_mhz, memory_mb; omitted figures take
+# node_budget_default) must not let sandboxes starve the node's managed applications, and
+# Nomad would refuse the sandboxes it admits on a budget larger than the node. Omitted
+# figures are not judged here: the gateway clamps the default to the same room at every
+# create (and admission's B1 checks the room).
 
-_b1 contains sprintf("budget.%v %v must be an integer of at least 1", [k, _budget[k]]) if {
+# METADATA
+# title: A budget figure is a positive integer
+# description: >-
+#   Each figure of the budget given at enrollment that is one of hosts.budget_figures
+#   must be an integer of at least 1.
+# custom:
+#   id: B1
+#   severity: medium
+violations contains {"rule": "B1", "msg": sprintf("budget.%v %v must be an integer of at least 1", [k, _budget[k]])} if {
+	_enrolling
 	some k in object.keys(_budget)
 	k in cfg.hosts.budget_figures
 	not _positive_int(_budget[k])
 }
 
-_b1 contains sprintf("budget.%v is not a budget figure (want %v)", [k, object.get(cfg, ["hosts", "budget_figures"], "unset")]) if {
+# METADATA
+# title: A budget holds only known figures
+# description: >-
+#   Every key of the budget given at enrollment must be one of hosts.budget_figures
+#   (max_sandboxes, cpu_mhz, memory_mb). A list missing from policy data admits no figure.
+# custom:
+#   id: B1
+#   severity: medium
+violations contains {"rule": "B1", "msg": sprintf("budget.%v is not a budget figure (want %v)", [k, object.get(cfg, ["hosts", "budget_figures"], "unset")])} if {
+	_enrolling
 	some k in object.keys(_budget)
 	not _budget_figure(k)
 }
 
-# A list of budget figures missing from policy data admits no figure.
 _budget_figure(k) if k in cfg.hosts.budget_figures
 
-# A ceiling missing from policy data admits no budget.
-_b1 contains sprintf("budget.max_sandboxes %v exceeds the ceiling %v", [_budget.max_sandboxes, object.get(cfg, ["hosts", "max_sandboxes_ceiling"], "unset")]) if {
+# METADATA
+# title: A budget's sandbox count is under the ceiling
+# description: >-
+#   max_sandboxes must be at most hosts.max_sandboxes_ceiling. A ceiling missing from
+#   policy data admits no budget.
+# custom:
+#   id: B1
+#   severity: medium
+violations contains {"rule": "B1", "msg": sprintf("budget.max_sandboxes %v exceeds the ceiling %v", [_budget.max_sandboxes, object.get(cfg, ["hosts", "max_sandboxes_ceiling"], "unset")])} if {
+	_enrolling
 	_positive_int(_budget.max_sandboxes)
 	not _within_ceiling
 }
 
 _within_ceiling if _budget.max_sandboxes <= cfg.hosts.max_sandboxes_ceiling
 
-_b1 contains sprintf("budget.%v %v exceeds the %v Nomad can allocate on node %v (%v allocatable less %v held by other jobs); give at most %v or omit it (the default is clamped to it)", [k, _budget[k], _room(k), _node.name, _node.capacity.allocatable[k], _node.capacity.others[k], _room(k)]) if {
+# METADATA
+# title: A budget fits what Nomad can allocate on the node
+# description: >-
+#   cpu_mhz and memory_mb must not exceed what Nomad can allocate on the node:
+#   node.capacity.allocatable (NodeResources less ReservedResources) less
+#   node.capacity.others (held by allocations of jobs without the sandbox prefix).
+# custom:
+#   id: B1
+#   severity: medium
+violations contains {"rule": "B1", "msg": sprintf("budget.%v %v exceeds the %v Nomad can allocate on node %v (%v allocatable less %v held by other jobs); give at most %v or omit it (the default is clamped to it)", [k, _budget[k], _room(k), _node.name, _node.capacity.allocatable[k], _node.capacity.others[k], _room(k)])} if {
+	_enrolling
 	some k in ["cpu_mhz", "memory_mb"]
 	_positive_int(_budget[k])
 	_budget[k] > _room(k)
@@ -196,7 +300,16 @@ _room(k) := _node.capacity.allocatable[k] - _node.capacity.others[k] if {
 	_capacity_figure_ok("others", k)
 }
 
-_b1 contains sprintf("node.capacity.%s.%s %v must be a non-negative number: an enrollment needs what Nomad can allocate on the node", [group, k, object.get(_node, ["capacity", group, k], null)]) if {
+# METADATA
+# title: An enrollment knows what Nomad can allocate on the node
+# description: >-
+#   node.capacity.allocatable and node.capacity.others must carry non-negative cpu_mhz
+#   and memory_mb: the figures a budget is judged against must be known (fail closed).
+# custom:
+#   id: B1
+#   severity: medium
+violations contains {"rule": "B1", "msg": sprintf("node.capacity.%v.%v %v must be a non-negative number: an enrollment needs what Nomad can allocate on the node", [group, k, object.get(_node, ["capacity", group, k], null)])} if {
+	_enrolling
 	some group in ["allocatable", "others"]
 	some k in ["cpu_mhz", "memory_mb"]
 	not _capacity_figure_ok(group, k)
@@ -206,42 +319,47 @@ _capacity_figure_ok(group, k) if numbers.at_least(_node.capacity[group][k], 0)
 
 _positive_int(x) if numbers.int_at_least(x, 1)
 
+# --- R2: a node's sandboxes are reclaimed before it drains or leaves --------------------
+#
+# No sandbox is left running, holding budget, on a node sandgate no longer manages.
+
 # METADATA
-# title: A node budget is sane and fits the node
+# title: A node with live sandboxes leaves only with reclaim
 # description: >-
-#   The budget given at enrollment (max_sandboxes, cpu_mhz, memory_mb; omitted figures
-#   take node_budget_default) holds only known figures, each an integer of at least 1;
-#   max_sandboxes is at most hosts.max_sandboxes_ceiling; cpu_mhz and memory_mb do not
-#   exceed what Nomad can allocate on the node: node.capacity.allocatable (NodeResources
-#   less ReservedResources) less node.capacity.others (held by allocations of jobs without
-#   the sandbox prefix), figures that must be known (fail closed). A budget larger than
-#   the node would let sandboxes starve its managed applications, and Nomad would refuse
-#   the sandboxes it admits. Omitted figures are not judged here: the gateway clamps the
-#   default to the same room at every create (and admission's B1 checks the room).
+#   Unenrolling a node with live sandboxes is refused unless the operator asked for
+#   reclaim=true, which reclaims (destroys) them first.
 # custom:
-#   id: B1
-#   severity: medium
-violations contains {"rule": "B1", "msg": msg} if {
-	_enrolling
-	some msg in _b1
-}
-
-# --- R2 --------------------------------------------------------------------------------
-
-_r2 contains sprintf("unenroll %v: %v live sandboxes; reclaim them first (unenroll with reclaim)", [_node.name, _live]) if {
+#   id: R2
+#   severity: high
+violations contains {"rule": "R2", "msg": sprintf("unenroll %v: %v live sandboxes; reclaim them first (unenroll with reclaim)", [_node.name, _live])} if {
 	_unenrolling
 	_live > 0
 	input.effects.reclaim != true
 }
 
-_r2 contains sprintf("drain %v: its %v live sandboxes must be reclaimed first", [_node.name, _live]) if {
+# METADATA
+# title: A draining node's sandboxes are reclaimed first
+# description: >-
+#   Moving a node to draining reclaims (destroys) its live sandboxes first.
+# custom:
+#   id: R2
+#   severity: high
+violations contains {"rule": "R2", "msg": sprintf("drain %v: its %v live sandboxes must be reclaimed first", [_node.name, _live])} if {
 	_changing_state
 	_request.state == "draining"
 	_live > 0
 	input.effects.reclaim != true
 }
 
-_r2 contains "reclaim: only a drain or an unenroll with reclaim=true destroys sandboxes" if {
+# METADATA
+# title: Sandboxes are reclaimed only on a drain or an unenroll
+# description: >-
+#   The gateway may reclaim only when a node moves to draining or is unenrolled with
+#   reclaim=true, never as a side effect of any other change.
+# custom:
+#   id: R2
+#   severity: high
+violations contains {"rule": "R2", "msg": "reclaim: only a drain or an unenroll with reclaim=true destroys sandboxes"} if {
 	input.effects.reclaim == true
 	not _reclaim_asked
 }
@@ -254,19 +372,4 @@ _reclaim_asked if {
 _reclaim_asked if {
 	_unenrolling
 	_request.reclaim == true
-}
-
-# METADATA
-# title: A node's sandboxes are reclaimed before it drains or leaves
-# description: >-
-#   Moving a node to draining reclaims (destroys) its live sandboxes first, and
-#   unenrolling a node with live sandboxes is refused unless the operator asked for
-#   reclaim=true, which does the same: no sandbox is left running, holding budget, on a
-#   node sandgate no longer manages. Conversely, the gateway may reclaim only on those two
-#   requests, never as a side effect of any other change.
-# custom:
-#   id: R2
-#   severity: high
-violations contains {"rule": "R2", "msg": msg} if {
-	some msg in _r2
 }

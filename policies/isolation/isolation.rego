@@ -40,8 +40,6 @@ _net := input.plan.network
 
 _cp := input.plan.control_plane
 
-_well_formed if count(_input) == 0
-
 _chain_rules := [r | some r in _plan.rules; r.chain == _plan.chain]
 
 _rule_ids := {r.id | some r in _plan.rules}
@@ -71,22 +69,60 @@ _cidr(s) if {
 }
 
 # --- INPUT -----------------------------------------------------------------------------
+#
+# The input must carry the plan: version, comment tag and chain (strings); the network
+# (name, driver, bridge, subnet and gateway, inter_container and ipv6 booleans, IPv4
+# resolvers); the overlays (IPv4 CIDRs), Nomad and SSH ports; every rule (id, table,
+# chain, position, target, comment, in_interface, destination, protocol, dport); the
+# apply and remove steps (action, kind, name, guard); the control-plane checks. A plan the
+# policy cannot read is never printed. Each check below is a helper naming what is missing
+# (the gaps), read by its violation and by _well_formed: I1-I4 judge a well-formed plan
+# only.
+
+_well_formed if {
+	_plan_is_object
+	count(_plan_field_gaps) == 0
+	count(_plan_array_gaps) == 0
+	count(_empty_lists) == 0
+	count(_network_field_gaps) == 0
+	_resolvers_ok
+	_cidrs_ok
+	count(_rule_string_gaps) == 0
+	count(_rule_match_gaps) == 0
+	count(_step_gaps) == 0
+	count(_control_plane_array_gaps) == 0
+	_control_plane_ok
+}
+
+# METADATA
+# title: The plan is an object
+# description: >-
+#   input.plan must be an object.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: plan must be an object"} if not _plan_is_object
+
+_plan_is_object if is_object(input.plan)
 
 _plan_fields := {
 	"version": "string", "comment_tag": "string", "chain": "string",
 	"network": "object", "control_plane": "object",
 }
 
-_plan_arrays := {
-	"modes": "string", "overlays": "string", "nomad_ports": "number", "ssh_ports": "number",
-	"rules": "object", "apply": "object", "remove": "object",
+# METADATA
+# title: The plan names its version, tag, chain, network and control-plane checks
+# description: >-
+#   plan.version, plan.comment_tag and plan.chain must be non-empty strings, plan.network
+#   and plan.control_plane objects.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": sprintf("input: plan.%v must be a non-empty %v", [k, t])} if {
+	some k, t in _plan_field_gaps
 }
 
-_input contains "input: plan must be an object" if not _plan_is_object
-
-_plan_is_object if is_object(input.plan)
-
-_input contains sprintf("input: plan.%v must be a non-empty %v", [k, t]) if {
+_plan_field_gaps[k] := t if {
 	is_object(input.plan)
 	some k, t in _plan_fields
 	not _typed(input.plan, k, t)
@@ -98,13 +134,42 @@ _typed(obj, k, "object") if is_object(obj[k])
 
 _typed(obj, k, "boolean") if is_boolean(obj[k])
 
-_input contains sprintf("input: plan.%v must be an array of %vs", [k, t]) if {
+_plan_arrays := {
+	"modes": "string", "overlays": "string", "nomad_ports": "number", "ssh_ports": "number",
+	"rules": "object", "apply": "object", "remove": "object",
+}
+
+# METADATA
+# title: The plan's lists are typed
+# description: >-
+#   plan.modes and plan.overlays must be arrays of strings, plan.nomad_ports and
+#   plan.ssh_ports arrays of numbers, plan.rules, plan.apply and plan.remove arrays of
+#   objects.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": sprintf("input: plan.%v must be an array of %vs", [k, t])} if {
+	some k, t in _plan_array_gaps
+}
+
+_plan_array_gaps[k] := t if {
 	is_object(input.plan)
 	some k, t in _plan_arrays
 	not _array_of(input.plan, k, t)
 }
 
-_input contains sprintf("input: plan.%v must not be empty", [k]) if {
+# METADATA
+# title: The plan has modes, rules and steps
+# description: >-
+#   plan.modes, plan.rules, plan.apply and plan.remove must not be empty.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": sprintf("input: plan.%v must not be empty", [k])} if {
+	some k in _empty_lists
+}
+
+_empty_lists contains k if {
 	some k in ["modes", "rules", "apply", "remove"]
 	_plan[k] == []
 }
@@ -114,13 +179,32 @@ _network_fields := {
 	"gateway": "string", "inter_container": "boolean", "ipv6": "boolean",
 }
 
-_input contains sprintf("input: plan.network.%v must be a %v", [k, t]) if {
+# METADATA
+# title: The plan's network is described
+# description: >-
+#   plan.network must carry name, driver, bridge, subnet and gateway (non-empty strings)
+#   and inter_container and ipv6 (booleans).
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": sprintf("input: plan.network.%v must be a %v", [k, t])} if {
+	some k, t in _network_field_gaps
+}
+
+_network_field_gaps[k] := t if {
 	is_object(_net)
 	some k, t in _network_fields
 	not _typed(_net, k, t)
 }
 
-_input contains "input: plan.network.resolvers must be an array of IPv4 addresses" if {
+# METADATA
+# title: The network's resolvers are IPv4 addresses
+# description: >-
+#   plan.network.resolvers must be an array of IPv4 addresses.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: plan.network.resolvers must be an array of IPv4 addresses"} if {
 	is_object(_net)
 	not _resolvers_ok
 }
@@ -132,7 +216,14 @@ _resolvers_ok if {
 	}
 }
 
-_input contains "input: plan.network.subnet and plan.overlays must be IPv4 CIDRs" if {
+# METADATA
+# title: The subnet and overlays are IPv4 CIDRs
+# description: >-
+#   plan.network.subnet and every entry of plan.overlays must be IPv4 CIDRs.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: plan.network.subnet and plan.overlays must be IPv4 CIDRs"} if {
 	is_object(_net)
 	not _cidrs_ok
 }
@@ -146,13 +237,37 @@ _cidrs_ok if {
 
 _rule_strings := {"id", "table", "chain", "position", "target", "comment"}
 
-_input contains sprintf("input: plan.rules[%d].%v must be a non-empty string", [i, k]) if {
+# METADATA
+# title: Every rule names itself, its table, chain, position, target and comment
+# description: >-
+#   Every rule of plan.rules must carry id, table, chain, position, target and comment
+#   as non-empty strings.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": sprintf("input: plan.rules[%v].%v must be a non-empty string", [i, k])} if {
+	some [i, k] in _rule_string_gaps
+}
+
+_rule_string_gaps contains [i, k] if {
 	some i, r in _plan.rules
 	some k in _rule_strings
 	not _string(r, k)
 }
 
-_input contains sprintf("input: plan.rules[%d] needs in_interface, destination, protocol (strings, empty for any) and dport (a number)", [i]) if {
+# METADATA
+# title: Every rule says what it matches
+# description: >-
+#   Every rule of plan.rules must carry in_interface, destination (empty or an IPv4
+#   CIDR) and protocol (strings, empty for any) and dport (a number).
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": sprintf("input: plan.rules[%v] needs in_interface, destination, protocol (strings, empty for any) and dport (a number)", [i])} if {
+	some i in _rule_match_gaps
+}
+
+_rule_match_gaps contains i if {
 	some i, r in _plan.rules
 	not _rule_matches_ok(r)
 }
@@ -169,7 +284,19 @@ _destination_ok(r) if r.destination == ""
 
 _destination_ok(r) if _cidr(r.destination)
 
-_input contains sprintf("input: plan.%v[%d] needs action, kind, name and guard (non-empty strings)", [list, i]) if {
+# METADATA
+# title: Every apply and remove step is described
+# description: >-
+#   Every step of plan.apply and plan.remove must carry action, kind, name and guard as
+#   non-empty strings.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": sprintf("input: plan.%v[%v] needs action, kind, name and guard (non-empty strings)", [list, i])} if {
+	some [list, i] in _step_gaps
+}
+
+_step_gaps contains [list, i] if {
 	some list in ["apply", "remove"]
 	some i, s in _plan[list]
 	some k in ["action", "kind", "name", "guard"]
@@ -178,13 +305,33 @@ _input contains sprintf("input: plan.%v[%d] needs action, kind, name and guard (
 
 _control_plane_arrays := {"refuse_modes": "string", "indicators": "object", "node_names": "string", "server_ports": "number"}
 
-_input contains sprintf("input: plan.control_plane.%v must be an array of %vs", [k, t]) if {
+# METADATA
+# title: The control-plane checks' lists are typed
+# description: >-
+#   plan.control_plane.refuse_modes and node_names must be arrays of strings, indicators
+#   an array of objects and server_ports an array of numbers.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": sprintf("input: plan.control_plane.%v must be an array of %vs", [k, t])} if {
+	some k, t in _control_plane_array_gaps
+}
+
+_control_plane_array_gaps[k] := t if {
 	is_object(_cp)
 	some k, t in _control_plane_arrays
 	not _array_of(_cp, k, t)
 }
 
-_input contains "input: plan.control_plane needs refuse_when, nomad_config_dir (strings) and node_meta (an object of string arrays)" if {
+# METADATA
+# title: The control-plane checks are described
+# description: >-
+#   plan.control_plane must carry refuse_when and nomad_config_dir (non-empty strings),
+#   node_meta (an object of string arrays) and indicators that each have an id.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: plan.control_plane needs refuse_when, nomad_config_dir (strings) and node_meta (an object of string arrays)"} if {
 	is_object(_cp)
 	not _control_plane_ok
 }
@@ -202,22 +349,6 @@ _control_plane_ok if {
 }
 
 # METADATA
-# title: Isolation plan is complete and well formed
-# description: >-
-#   The input must carry the plan: version, comment tag and chain (strings); the network
-#   (name, driver, bridge, subnet and gateway, inter_container and ipv6 booleans, IPv4
-#   resolvers); the overlays (IPv4 CIDRs), Nomad and SSH ports; every rule (id, table,
-#   chain, position, target, comment, in_interface, destination, protocol, dport); the
-#   apply and remove steps (action, kind, name, guard); the control-plane checks. A plan
-#   the policy cannot read is never printed.
-# custom:
-#   id: INPUT
-#   severity: high
-violations contains {"rule": "INPUT", "msg": msg} if {
-	some msg in _input
-}
-
-# METADATA
 # title: The policy data the isolation rules read is present
 # description: >-
 #   Every list and table of data.sandgate.config.isolation the rules I1-I4 compare the
@@ -229,23 +360,23 @@ violations contains {"rule": "INPUT", "msg": msg} if {
 # custom:
 #   id: INPUT
 #   severity: high
-violations contains {"rule": "INPUT", "msg": sprintf("policy data %v must be %v", [concat(".", path), type])} if {
-	some path, type in {
-		["isolation", "comment_tag"]: "a non-empty string",
-		["isolation", "modes"]: "a non-empty array",
-		["isolation", "guards"]: "a non-empty object",
-		["isolation", "required_drop_cidrs"]: "a non-empty array",
-		["isolation", "resolver_forbidden_cidrs"]: "a non-empty array",
-		["isolation", "port_protocols"]: "a non-empty object",
-		["isolation", "hook_chains"]: "a non-empty array",
-		["isolation", "builtin_chains"]: "a non-empty array",
-		["isolation", "control_plane_indicators"]: "a non-empty array",
-		["isolation", "refuse_modes"]: "a non-empty array",
-		["networks", "egress", "network_mode"]: "a non-empty string",
-		["placement", "control_plane", "meta"]: "an object",
-		["placement", "control_plane", "node_names"]: "an array",
+violations contains {"rule": "INPUT", "msg": sprintf("policy data %v must be %v", [name, type])} if {
+	some name, type in {
+		"isolation.comment_tag": "a non-empty string",
+		"isolation.modes": "a non-empty array",
+		"isolation.guards": "a non-empty object",
+		"isolation.required_drop_cidrs": "a non-empty array",
+		"isolation.resolver_forbidden_cidrs": "a non-empty array",
+		"isolation.port_protocols": "a non-empty object",
+		"isolation.hook_chains": "a non-empty array",
+		"isolation.builtin_chains": "a non-empty array",
+		"isolation.control_plane_indicators": "a non-empty array",
+		"isolation.refuse_modes": "a non-empty array",
+		"networks.egress.network_mode": "a non-empty string",
+		"placement.control_plane.meta": "an object",
+		"placement.control_plane.node_names": "an array",
 	}
-	not _data_typed(object.get(cfg, path, null), type)
+	not _data_typed(object.get(cfg, split(name, "."), null), type)
 }
 
 _data_typed(v, "an object") if is_object(v)
@@ -253,6 +384,6 @@ _data_typed(v, "an object") if is_object(v)
 _data_typed(v, "an array") if is_array(v)
 
 _data_typed(v, type) if {
-	type == concat(" ", ["a non-empty", type_name(v)])
+	type == sprintf("a non-empty %v", [type_name(v)])
 	count(v) > 0
 }

@@ -13,7 +13,10 @@ import data.sandgate.config as cfg
 import future.keywords.not
 
 # control_plane_reasons(node) is one message per control-plane indicator the node
-# shows; empty only when none does. The indicators, each configurable in policy data
+# shows; empty only when none does. The indicators are judged and worded here, once, as a
+# violation's message is (a literal, or sprintf with %v: docs/policies.md, "How a rule
+# words its message"): admission's P2 names them all in one line, hosts' P2 one line each
+# after the node's name. The indicators, each configurable in policy data
 # (placement.control_plane):
 #   - server_colocation (default true): node.control_plane, the gateway's verdict that a
 #     Nomad server runs on the node (its name or address matches a server member), must
@@ -33,7 +36,7 @@ control_plane_reasons(node) := (colocation | unjudged) | (meta | listed) if {
 		not cp.server_colocation == false
 		not node.control_plane == false
 	}
-	meta := {sprintf("node meta %s=%s marks a control-plane node", [key, value]) |
+	meta := {sprintf("node meta %v=%v marks a control-plane node", [key, value]) |
 		some key, values in cp.meta
 		value := node.meta[key]
 		is_string(value)

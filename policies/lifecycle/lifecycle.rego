@@ -62,23 +62,77 @@ _has_sandbox if is_object(input.sandbox)
 _live if _sandbox.state in _live_states
 
 # --- INPUT -----------------------------------------------------------------------------
+#
+# Any gap denies: a lifecycle action on facts the policy cannot see never happens.
 
-_input contains "input: now must be a number" if not _now_ok
+# METADATA
+# title: Lifecycle input carries the time
+# description: >-
+#   input.now must be a number.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: now must be a number"} if not _now_ok
 
-_input contains "input: action must be end or purge" if not _action_ok
+# METADATA
+# title: Lifecycle input names its action
+# description: >-
+#   input.action must be end or purge.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: action must be end or purge"} if not _action_ok
 
-_input contains "input: reason is not one the action may give" if not _reason_ok
+# METADATA
+# title: Lifecycle input gives a reason the action may give
+# description: >-
+#   input.reason must be one of the reasons of its action (see _reasons).
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: reason is not one the action may give"} if not _reason_ok
 
-_input contains "input: job must be an object with a string id and a boolean present" if not _job_ok
+# METADATA
+# title: Lifecycle input carries the job
+# description: >-
+#   input.job must be an object with a string id and a boolean present: whether Nomad
+#   reported the job.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: job must be an object with a string id and a boolean present"} if not _job_ok
 
-_input contains "input: effects must hold purge_job, revoke_token and release_budget as booleans" if not _effects_ok
+# METADATA
+# title: Lifecycle input says what the gateway will do
+# description: >-
+#   input.effects must hold purge_job, revoke_token and release_budget as booleans: the
+#   effects the gateway will carry out.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: effects must hold purge_job, revoke_token and release_budget as booleans"} if not _effects_ok
 
-_input contains "input: ending needs the sandbox record (id, job_id, state, expires_at, ceiling_at)" if {
+# METADATA
+# title: An end carries the sandbox record
+# description: >-
+#   To end a sandbox, input.sandbox must be its record: id, job_id and state (strings),
+#   expires_at and ceiling_at (numbers).
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: ending needs the sandbox record (id, job_id, state, expires_at, ceiling_at)"} if {
 	_ending
 	not _sandbox_ok
 }
 
-_input contains "input: a sandbox, when given, must be a well-formed record" if {
+# METADATA
+# title: A purge's sandbox record is well formed
+# description: >-
+#   To purge, a sandbox record, when given, must be well formed (as for an end).
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: a sandbox, when given, must be a well-formed record"} if {
 	_purging
 	_has_sandbox
 	not _sandbox_ok
@@ -108,36 +162,45 @@ _sandbox_ok if {
 	is_number(_sandbox.ceiling_at)
 }
 
+# --- H9: only sandbox jobs are stopped and purged ---------------------------------------
+#
+# No other job of the cluster can be touched through sandgate, whatever the gateway or an
+# operator asks.
+
 # METADATA
-# title: Lifecycle input is complete and well formed
+# title: Only prefixed jobs are purged
 # description: >-
-#   The input must carry now (a number), an action (end or purge), a reason that
-#   action may give, the job (a string id and whether Nomad reported it present), the
-#   effects the gateway will carry out (purge_job, revoke_token, release_budget, all
-#   booleans) and, to end a sandbox, its record (id, job_id, state, expires_at,
-#   ceiling_at). Any gap denies: a lifecycle action on facts the policy cannot see
-#   never happens.
+#   The job the gateway stops or purges must carry the sandbox prefix
+#   (data.sandgate.config.prefix).
 # custom:
-#   id: INPUT
-#   severity: high
-violations contains {"rule": "INPUT", "msg": msg} if {
-	some msg in _input
-}
-
-# --- H9 --------------------------------------------------------------------------------
-
-_h9 contains sprintf("purge: job %v does not carry the sandbox prefix %v", [input.job.id, object.get(cfg, "prefix", "unset")]) if {
+#   id: H9
+#   severity: critical
+violations contains {"rule": "H9", "msg": sprintf("purge: job %v does not carry the sandbox prefix %v", [input.job.id, object.get(cfg, "prefix", "unset")])} if {
 	is_string(input.job.id)
 	not _prefixed
 }
 
-_h9 contains sprintf("purge: job %v is not the job of sandbox %v", [input.job.id, _sandbox.id]) if {
+# METADATA
+# title: A sandbox's purge acts on its own job
+# description: >-
+#   When a sandbox record is given, the job must be exactly that record's job_id.
+# custom:
+#   id: H9
+#   severity: critical
+violations contains {"rule": "H9", "msg": sprintf("purge: job %v is not the job of sandbox %v", [input.job.id, _sandbox.id])} if {
 	_has_sandbox
 	is_string(input.job.id)
 	input.job.id != _sandbox.job_id
 }
 
-_h9 contains sprintf("purge: job %v does not name a sandbox id", [input.job.id]) if {
+# METADATA
+# title: Only jobs named after a sandbox are purged
+# description: >-
+#   The prefix must be followed by a sandbox id matching sandbox_id_pattern.
+# custom:
+#   id: H9
+#   severity: critical
+violations contains {"rule": "H9", "msg": sprintf("purge: job %v does not name a sandbox id", [input.job.id])} if {
 	_prefixed
 	not _names_sandbox
 }
@@ -145,21 +208,6 @@ _h9 contains sprintf("purge: job %v does not name a sandbox id", [input.job.id])
 _prefixed if startswith(input.job.id, cfg.prefix)
 
 _names_sandbox if regex.match(cfg.sandbox_id_pattern, substring(input.job.id, count(cfg.prefix), -1))
-
-# METADATA
-# title: Only sandbox jobs are stopped and purged
-# description: >-
-#   The job the gateway stops or purges must carry the sandbox prefix
-#   (data.sandgate.config.prefix) followed by a sandbox id matching
-#   sandbox_id_pattern, and, when a sandbox record is given, be exactly that record's
-#   job_id. No other job of the cluster can be touched through sandgate, whatever the
-#   gateway or an operator asks.
-# custom:
-#   id: H9
-#   severity: critical
-violations contains {"rule": "H9", "msg": msg} if {
-	some msg in _h9
-}
 
 # --- L1 --------------------------------------------------------------------------------
 
@@ -183,60 +231,69 @@ violations contains {"rule": "L1", "msg": "expired: the sandbox is not past expi
 	not _due
 }
 
-# --- L3 --------------------------------------------------------------------------------
+# --- L3: ending a sandbox purges its job, revokes its token and releases its budget ----
+#
+# No path leaves a usable token, a held budget or a running job behind a sandbox that has
+# ended.
 
-_l3 contains sprintf("end: the effect %v is missing", [e]) if {
+# METADATA
+# title: An end revokes the token and releases the budget
+# description: >-
+#   Every end (destroy, expiry, a failed start, a vanished job) must revoke the session
+#   token and release the budget.
+# custom:
+#   id: L3
+#   severity: high
+violations contains {"rule": "L3", "msg": sprintf("end: the effect %v is missing", [e])} if {
 	_ending
 	some e in {"revoke_token", "release_budget"}
 	input.effects[e] != true
 }
 
-_l3 contains "end: the job must be purged" if {
+# METADATA
+# title: An end purges the job
+# description: >-
+#   Every end must purge the Nomad job, except when reconciliation found the job already
+#   gone (reason job_missing).
+# custom:
+#   id: L3
+#   severity: high
+violations contains {"rule": "L3", "msg": "end: the job must be purged"} if {
 	_ending
 	input.reason != "job_missing"
 	input.effects.purge_job != true
 }
 
+# --- L4: reconciliation acts only on real mismatches -----------------------------------
+#
+# A healthy sandbox is never ended or purged by reconciliation.
+
 # METADATA
-# title: Ending a sandbox purges its job, revokes its token and releases its budget
+# title: Reconciliation ends only records whose job is gone
 # description: >-
-#   Every end (destroy, expiry, a failed start, a vanished job) must revoke the
-#   session token and release the budget, and must purge the Nomad job, except when
-#   reconciliation found the job already gone (reason job_missing). No path leaves a
-#   usable token, a held budget or a running job behind a sandbox that has ended.
+#   Reconciliation with Nomad may end a record only when Nomad does not report its job
+#   (reason job_missing, job.present false).
 # custom:
-#   id: L3
+#   id: L4
 #   severity: high
-violations contains {"rule": "L3", "msg": msg} if {
-	some msg in _l3
-}
-
-# --- L4 --------------------------------------------------------------------------------
-
-_l4 contains "job_missing: Nomad still reports the job" if {
+violations contains {"rule": "L4", "msg": "job_missing: Nomad still reports the job"} if {
 	_ending
 	input.reason == "job_missing"
 	input.job.present != false
 }
 
-_l4 contains sprintf("orphan: sandbox %v is live; its job is not an orphan", [_sandbox.id]) if {
-	_purging
-	input.reason == "orphan"
-	_live
-}
-
 # METADATA
-# title: Reconciliation acts only on real mismatches
+# title: Reconciliation purges only orphans
 # description: >-
-#   Reconciliation with Nomad may end a record only when Nomad does not report its
-#   job (reason job_missing, job.present false), and may purge a job as an orphan only
-#   when no live sandbox record claims it. A healthy sandbox is never ended or purged
-#   by reconciliation.
+#   Reconciliation may purge a job as an orphan only when no live sandbox record claims
+#   it.
 # custom:
 #   id: L4
 #   severity: high
-violations contains {"rule": "L4", "msg": msg} if {
-	some msg in _l4
+violations contains {"rule": "L4", "msg": sprintf("orphan: sandbox %v is live; its job is not an orphan", [_sandbox.id])} if {
+	_purging
+	input.reason == "orphan"
+	_live
 }
 
 # --- B4 --------------------------------------------------------------------------------

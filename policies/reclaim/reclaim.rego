@@ -42,27 +42,81 @@ _sandbox_given if _ = input.sandbox
 _mib := 1048576
 
 # --- INPUT -----------------------------------------------------------------------------
+#
+# The gateway never reclaims on an INPUT deny.
 
-_input contains "input: now must be a number" if not _now_ok
+# METADATA
+# title: Reclaim input carries the time
+# description: >-
+#   input.now must be a number.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: now must be a number"} if not _now_ok
 
-_input contains "input: node must be an object with a non-empty string name" if not _node_ok
+# METADATA
+# title: Reclaim input carries the node
+# description: >-
+#   input.node must be an object with a non-empty string name.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: node must be an object with a non-empty string name"} if not _node_ok
 
-_input contains "input: live_sandboxes must be a non-negative integer" if not _live_ok
+# METADATA
+# title: Reclaim input counts the node's live sandboxes
+# description: >-
+#   input.live_sandboxes must be a non-negative integer.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: live_sandboxes must be a non-negative integer"} if not _live_ok
 
-_input contains "input: node.drain must be a boolean and node.operator_state a string" if not _state_facts_ok
+# METADATA
+# title: Reclaim input says whether the node drains
+# description: >-
+#   node.drain must be a boolean and node.operator_state a string (R2 reads them).
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: node.drain must be a boolean and node.operator_state a string"} if not _state_facts_ok
 
-_input contains sprintf("input: node.usage.%v, when given, must be a number", [k]) if {
+# METADATA
+# title: The node's usage figures are numbers
+# description: >-
+#   node.usage.memory_percent and node.usage.disk_percent, when given (not null), must be
+#   numbers (R3 reads them).
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": sprintf("input: node.usage.%v, when given, must be a number", [k])} if {
 	some k in ["memory_percent", "disk_percent"]
 	_usage[k] != null
 	not is_number(_usage[k])
 }
 
-_input contains "input: sandbox, when given, must be an object with a non-empty string id, task_dir_bytes (a non-negative integer) and walk_complete (a boolean)" if {
+# METADATA
+# title: A sandbox asked about is well formed
+# description: >-
+#   input.sandbox, when given, must be an object with a non-empty id, a non-negative
+#   integer task_dir_bytes and a boolean walk_complete (H5 reads them).
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "input: sandbox, when given, must be an object with a non-empty string id, task_dir_bytes (a non-negative integer) and walk_complete (a boolean)"} if {
 	_sandbox_given
 	not _sandbox_ok
 }
 
-_input contains "config: docker.task_dirs.quota_mb must be a positive number to judge a sandbox's task directories" if {
+# METADATA
+# title: A sandbox is judged against a task-directory quota
+# description: >-
+#   With a sandbox in the input, the policy data must hold a positive
+#   docker.task_dirs.quota_mb.
+# custom:
+#   id: INPUT
+#   severity: high
+violations contains {"rule": "INPUT", "msg": "config: docker.task_dirs.quota_mb must be a positive number to judge a sandbox's task directories"} if {
 	_sandbox_given
 	not _quota_mb
 }
@@ -94,46 +148,54 @@ _state_facts_ok if {
 	is_string(_node.operator_state)
 }
 
-# METADATA
-# title: Reclaim input is complete and well formed
-# description: >-
-#   The input must carry now, the node (an object with a name, drain as a boolean and
-#   operator_state as a string; usage figures, when present, are numbers) and the number
-#   of live sandboxes on it; a sandbox, when given, is an object with a non-empty id, a
-#   non-negative integer task_dir_bytes and a boolean walk_complete, and then the policy
-#   data must hold a positive docker.task_dirs.quota_mb. The gateway never reclaims on an
-#   INPUT deny.
-# custom:
-#   id: INPUT
-#   severity: high
-violations contains {"rule": "INPUT", "msg": msg} if {
-	some msg in _input
-}
-
-# --- R2 --------------------------------------------------------------------------------
-
-_r2 contains sprintf("node %v is draining in Nomad", [_node.name]) if _node.drain == true
-
-_r2 contains sprintf("node %v is draining (operator state)", [_node.name]) if _node.operator_state == "draining"
+# --- R2: a draining node's sandboxes are reclaimed first -------------------------------
+#
+# When a node drains, its sandboxes are reclaimed before the drain moves anything else:
+# sandboxes are disposable and have the lowest priority (R1), so they go first and their
+# budget is released.
 
 # METADATA
-# title: A draining node's sandboxes are reclaimed first
+# title: A node Nomad drains has its sandboxes reclaimed first
 # description: >-
-#   When a node drains, by the operator's state change (operator_state draining) or by a
-#   Nomad drain the gateway observes (drain true), its sandboxes are reclaimed before the
-#   drain moves anything else: sandboxes are disposable and have the lowest priority (R1),
-#   so they go first and their budget is released.
+#   A node with live sandboxes that Nomad drains (drain true, as the gateway observes it)
+#   has them reclaimed.
 # custom:
 #   id: R2
 #   severity: high
-violations contains {"rule": "R2", "msg": msg} if {
+violations contains {"rule": "R2", "msg": sprintf("node %v is draining in Nomad", [_node.name])} if {
 	input.live_sandboxes > 0
-	some msg in _r2
+	_node.drain == true
 }
 
-# --- R3 --------------------------------------------------------------------------------
+# METADATA
+# title: A node the operator drains has its sandboxes reclaimed first
+# description: >-
+#   A node with live sandboxes whose operator state is draining has them reclaimed.
+# custom:
+#   id: R2
+#   severity: high
+violations contains {"rule": "R2", "msg": sprintf("node %v is draining (operator state)", [_node.name])} if {
+	input.live_sandboxes > 0
+	_node.operator_state == "draining"
+}
 
-_r3 contains sprintf("node %v %v %v%% is at or above the reclaim threshold %v%%", [_node.name, label, x, limit]) if {
+# --- R3: a node under disk or memory pressure has its sandboxes reclaimed ---------------
+#
+# Nomad does not hard-cap ephemeral disk, so sandboxes could fill the node and hurt its
+# managed applications. Unknown usage reclaims nothing (the monitor logs it); creation on
+# such a node is already refused by P3.
+
+# METADATA
+# title: A node under disk or memory pressure has its sandboxes reclaimed
+# description: >-
+#   A node with live sandboxes whose disk use reaches thresholds.reclaim_disk_percent (92)
+#   or whose memory use reaches thresholds.reclaim_memory_percent (96) has them all
+#   reclaimed.
+# custom:
+#   id: R3
+#   severity: high
+violations contains {"rule": "R3", "msg": sprintf("node %v %v %v%% is at or above the reclaim threshold %v%%", [_node.name, label, x, limit])} if {
+	input.live_sandboxes > 0
 	some k, label in {"disk_percent": "disk", "memory_percent": "memory"}
 	limit := cfg.thresholds[sprintf("reclaim_%v", [k])]
 	x := _usage[k]
@@ -141,55 +203,50 @@ _r3 contains sprintf("node %v %v %v%% is at or above the reclaim threshold %v%%"
 	x >= limit
 }
 
-# A reclaim threshold missing from policy data, or not a number, reclaims: the policy
-# cannot tell that the node is not under pressure.
-_r3 contains sprintf("policy data thresholds.reclaim_%v is missing or not a number: node %v's sandboxes are reclaimed", [k, _node.name]) if {
-	some k in ["disk_percent", "memory_percent"]
-	not is_number(object.get(cfg, ["thresholds", concat("", ["reclaim_", k])], null))
-}
-
 # METADATA
-# title: A node under disk or memory pressure has its sandboxes reclaimed
+# title: A node without reclaim thresholds has its sandboxes reclaimed
 # description: >-
-#   A node whose disk use reaches thresholds.reclaim_disk_percent (92) or whose memory
-#   use reaches thresholds.reclaim_memory_percent (96) has all its sandboxes reclaimed:
-#   Nomad does not hard-cap ephemeral disk, so sandboxes could fill the node and hurt its
-#   managed applications. Unknown usage reclaims nothing (the monitor logs it); creation
-#   on such a node is already refused by P3.
+#   A reclaim threshold missing from policy data, or not a number, reclaims a node's live
+#   sandboxes: the policy cannot tell that the node is not under pressure.
 # custom:
 #   id: R3
 #   severity: high
-violations contains {"rule": "R3", "msg": msg} if {
+violations contains {"rule": "R3", "msg": sprintf("policy data thresholds.reclaim_%v is missing or not a number: node %v's sandboxes are reclaimed", [k, _node.name])} if {
 	input.live_sandboxes > 0
-	some msg in _r3
+	some k in ["disk_percent", "memory_percent"]
+	not is_number(object.get(cfg, ["thresholds", sprintf("reclaim_%v", [k])], null))
 }
 
-# --- H5 --------------------------------------------------------------------------------
+# --- H5: a sandbox past its task-directory quota is ended -------------------------------
+#
+# Nomad bind-mounts /alloc and /local from the node's disk into every task, read-write,
+# and nothing in Nomad caps them (admission H5 shows them as input.nomad_mounts). The
+# usage monitor walks both from outside through Nomad's fs/ls and asks about each running
+# sandbox. The gateway ends that sandbox alone (reason disk_quota), releasing its budget.
 
-_h5 contains sprintf("sandbox %v keeps %v bytes in its task directories (/alloc, /local), above the quota of %v MiB", [_sandbox.id, x, _quota_mb]) if {
+# METADATA
+# title: A sandbox past its task-directory quota is ended
+# description: >-
+#   A sandbox's task_dir_bytes (apparent file sizes plus a floor per entry) must not
+#   exceed docker.task_dirs.quota_mb MiB.
+# custom:
+#   id: H5
+#   severity: high
+violations contains {"rule": "H5", "msg": sprintf("sandbox %v keeps %v bytes in its task directories (/alloc, /local), above the quota of %v MiB", [_sandbox.id, x, _quota_mb])} if {
 	x := _sandbox.task_dir_bytes
 	is_number(x)
 	x > _quota_mb * _mib
 }
 
-_h5 contains sprintf("sandbox %v: the walk of its task directories (/alloc, /local) stopped at a bound or saw the tree change, and an incomplete walk counts as over the quota of %v MiB", [_sandbox.id, _quota_mb]) if {
-	_sandbox.walk_complete == false
-}
-
 # METADATA
-# title: A sandbox past its task-directory quota is ended
+# title: A sandbox whose task directories cannot be walked is ended
 # description: >-
-#   Nomad bind-mounts /alloc and /local from the node's disk into every task, read-write,
-#   and nothing in Nomad caps them (admission H5 shows them as input.nomad_mounts). The
-#   usage monitor walks both from outside through Nomad's fs/ls and asks about each
-#   running sandbox: its task_dir_bytes (apparent file sizes plus a floor per entry) must
-#   not exceed docker.task_dirs.quota_mb MiB, and the walk must be complete. A walk that
-#   stopped at one of its bounds (listings, entries, depth, answer size, time) or saw the
-#   tree change under it is a tree shaped against the walk, and counts as over the quota.
-#   The gateway ends that sandbox alone (reason disk_quota), releasing its budget.
+#   The walk of a sandbox's task directories must be complete: a walk that stopped at one
+#   of its bounds (listings, entries, depth, answer size, time) or saw the tree change
+#   under it is a tree shaped against the walk, and counts as over the quota.
 # custom:
 #   id: H5
 #   severity: high
-violations contains {"rule": "H5", "msg": msg} if {
-	some msg in _h5
+violations contains {"rule": "H5", "msg": sprintf("sandbox %v: the walk of its task directories (/alloc, /local) stopped at a bound or saw the tree change, and an incomplete walk counts as over the quota of %v MiB", [_sandbox.id, _quota_mb])} if {
+	_sandbox.walk_complete == false
 }
