@@ -27,9 +27,9 @@ decision := {"allow": count(violations) == 0, "violations": violations}
 
 # --- shared helpers --------------------------------------------------------------------
 #
-# Negation: OPA evaluates the arguments of a call before a `not`, so every check that
-# must fire on a missing fact is written as `not <helper>` whose arguments are always
-# defined (the object and the key), never `not <helper>(<a lookup that may be undefined>)`.
+# Negation: this module imports future.keywords.not, like every module of the bundle,
+# so `not <expr>` holds whenever <expr> does not, a missing fact included
+# (docs/policies.md, "One meaning of `not`").
 # The rules I1-I4 judge only a well-formed plan: a malformed one is denied by INPUT alone.
 
 _iso := cfg.isolation

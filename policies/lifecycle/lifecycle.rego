@@ -26,8 +26,9 @@ decision := {"allow": count(violations) == 0, "violations": violations}
 
 # --- shared helpers --------------------------------------------------------------------
 #
-# Negation: OPA evaluates the arguments of a call before a `not`, so every check that
-# must fire on a missing fact is written as `not <zero-argument positive helper>`.
+# Negation: this module imports future.keywords.not, like every module of the bundle,
+# so `not <expr>` holds whenever <expr> does not, a missing fact included
+# (docs/policies.md, "One meaning of `not`").
 
 _live_states := {"starting", "running"}
 
