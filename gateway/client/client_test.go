@@ -80,7 +80,7 @@ func TestEveryMethodSpeaksTheDocumentedShape(t *testing.T) {
 		{name: "a create sends only the fields that are set and returns the session token", status: 201, answer: sandboxJSON + `,"token":"eyJ.s"}`,
 			wantMethod: "POST", wantPath: "/v1/sandboxes", wantBody: `{"profile":"workspace","ttl_seconds":600,"labels":{"a":"b"},"wait_seconds":0}`,
 			call: func(ctx context.Context, c *Client) (any, error) {
-				return c.CreateSandbox(ctx, CreateRequest{Profile: "workspace", TTLSeconds: 600, Labels: map[string]string{"a": "b"}, WaitSeconds: ptr(int64(0))})
+				return c.CreateSandbox(ctx, CreateRequest{Profile: ptr("workspace"), TTLSeconds: ptr(int64(600)), Labels: map[string]string{"a": "b"}, WaitSeconds: ptr(int64(0))})
 			},
 			check: func(v any) bool {
 				s := v.(Sandbox)

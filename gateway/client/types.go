@@ -22,27 +22,11 @@ const (
 // Warnings holds the rules in warn mode the request violated.
 type Sandbox = wire.Sandbox
 
-// CreateRequest is the body of POST /v1/sandboxes. Zero fields are left
-// out, and the policy bundle's defaults apply.
-type CreateRequest struct {
-	Profile    string            `json:"profile,omitempty"`
-	Network    string            `json:"network,omitempty"`
-	TTLSeconds int64             `json:"ttl_seconds,omitempty"`
-	Node       string            `json:"node,omitempty"`
-	CPUMHz     int64             `json:"cpu_mhz,omitempty"`
-	MemoryMB   int64             `json:"memory_mb,omitempty"`
-	Image      string            `json:"image,omitempty"`
-	Labels     map[string]string `json:"labels,omitempty"`
-	// WaitSeconds is how long the create waits for the allocation to run
-	// (nil: the gateway's default, 30 s; 0: answer at once).
-	WaitSeconds *int64 `json:"wait_seconds,omitempty"`
-	// IdempotencyKey, sent as the Idempotency-Key header, makes the create
-	// safe to retry: a repeat answers the sandbox the key created.
-	IdempotencyKey string `json:"-"`
-	// ReissueToken asks a repeat for a fresh session token (the old one
-	// is revoked).
-	ReissueToken bool `json:"reissue_token,omitempty"`
-}
+// CreateRequest is the body of POST /v1/sandboxes (wire.CreateRequest):
+// members left nil are left out, and the policy bundle's defaults apply.
+// The Idempotency-Key is a header, not a member: CreateSandbox takes it as
+// an option (WithIdempotencyKey).
+type CreateRequest = wire.CreateRequest
 
 // ExecRequest is the body of POST /v1/sandboxes/{id}/exec.
 type ExecRequest struct {

@@ -30,3 +30,22 @@ type HostStateRequest struct {
 type ExtendRequest struct {
 	TTLSeconds *int64 `json:"ttl_seconds"`
 }
+
+// CreateRequest is the body of POST /v1/sandboxes. Every member is
+// optional: the policy bundle's defaults apply to what is left out.
+type CreateRequest struct {
+	Profile    *string           `json:"profile,omitempty"`
+	Network    *string           `json:"network,omitempty"`
+	TTLSeconds *int64            `json:"ttl_seconds,omitempty"`
+	Node       *string           `json:"node,omitempty"`
+	CPUMHz     *int64            `json:"cpu_mhz,omitempty"`
+	MemoryMB   *int64            `json:"memory_mb,omitempty"`
+	Image      *string           `json:"image,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	// WaitSeconds is how long the create waits for the allocation to run
+	// (nil: the gateway's default, 30 s; 0: answer at once).
+	WaitSeconds *int64 `json:"wait_seconds,omitempty"`
+	// ReissueToken asks a create repeated with its Idempotency-Key for a
+	// fresh session token, revoking the old one (T4).
+	ReissueToken *bool `json:"reissue_token,omitempty"`
+}

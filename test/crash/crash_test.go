@@ -164,7 +164,7 @@ func drive(t *testing.T, g *gateway, agent string) testhook.Point {
 	var sb client.Sandbox
 	var createErr error
 	done := call(func(ctx context.Context) {
-		sb, createErr = g.client(agent).CreateSandbox(ctx, client.CreateRequest{Node: node, CPUMHz: 100, MemoryMB: 128, TTLSeconds: 3600})
+		sb, createErr = g.client(agent).CreateSandbox(ctx, client.CreateRequest{Node: new(node), CPUMHz: new(int64(100)), MemoryMB: new(int64(128)), TTLSeconds: new(int64(3600))})
 	})
 	if p := g.pausedAt(done); p != "" {
 		return p

@@ -353,7 +353,7 @@ func TestTheReaperEndsAnExpiredSandboxOnceNomadPurgesAgain(t *testing.T) {
 	ctx := t.Context()
 	g := startGateway(t, options{})
 	req := createRequest()
-	req.TTLSeconds = 60
+	req.TTLSeconds = new(int64(60))
 	sb, err := g.agent.CreateSandbox(ctx, req)
 	if err != nil || sb.State != client.StateRunning {
 		t.Fatalf("create: %v %+v", err, sb)

@@ -137,7 +137,7 @@ func (g *gw) create() apitest.Created {
 }
 
 func createRequest() client.CreateRequest {
-	return client.CreateRequest{Node: node, CPUMHz: 100, MemoryMB: 128}
+	return client.CreateRequest{Node: new(node), CPUMHz: new(int64(100)), MemoryMB: new(int64(128))}
 }
 
 // clearFaults removes every fault of every layer: the simulator's, the
