@@ -106,7 +106,7 @@ func TestEveryMethodSpeaksTheDocumentedShape(t *testing.T) {
 			answer:     `{"exit_code":3,"stdout":"hi\n","stderr":"","stdout_bytes":3,"stderr_bytes":0,"stdout_truncated":false,"stderr_truncated":false,"truncated":false,"timed_out":false,"duration_ms":7}`,
 			wantMethod: "POST", wantPath: "/v1/sandboxes/k7x2/exec", wantBody: `{"argv":["sh","-c","exit 3"],"stdin":"","timeout_seconds":5,"env":{"A":"1"}}`,
 			call: func(ctx context.Context, c *Client) (any, error) {
-				return c.Exec(ctx, "k7x2", ExecRequest{Argv: []string{"sh", "-c", "exit 3"}, Stdin: ptr(""), TimeoutSeconds: 5, Env: map[string]string{"A": "1"}})
+				return c.Exec(ctx, "k7x2", ExecRequest{Argv: []string{"sh", "-c", "exit 3"}, Stdin: ptr(""), TimeoutSeconds: new(int64(5)), Env: map[string]string{"A": "1"}})
 			},
 			check: func(v any) bool {
 				r := v.(ExecResult)

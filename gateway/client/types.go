@@ -28,23 +28,11 @@ type Sandbox = wire.Sandbox
 // an option (WithIdempotencyKey).
 type CreateRequest = wire.CreateRequest
 
-// ExecRequest is the body of POST /v1/sandboxes/{id}/exec.
-type ExecRequest struct {
-	// Argv is the argument vector; no shell runs unless argv names one.
-	Argv []string `json:"argv"`
-	// Stdin is text written to the command, then closed; nil sends none.
-	Stdin *string `json:"stdin,omitempty"`
-	// StdinBase64 is stdin as standard base64, for bytes that are not
-	// UTF-8; at most one of Stdin and StdinBase64.
-	StdinBase64 *string `json:"stdin_base64,omitempty"`
-	// TimeoutSeconds defaults to 60 and is at most 120.
-	TimeoutSeconds int64             `json:"timeout_seconds,omitempty"`
-	Workdir        string            `json:"workdir,omitempty"`
-	Env            map[string]string `json:"env,omitempty"`
-	// MaxOutputBytes caps each of stdout and stderr; 0 is the policy's
-	// exec.max_output_bytes, also the most it allows.
-	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
-}
+// ExecRequest is the body of POST /v1/sandboxes/{id}/exec
+// (wire.ExecRequest): Argv is required; members left nil are left out,
+// and the policy's defaults apply (timeout 60 s, output capped at
+// exec.max_output_bytes).
+type ExecRequest = wire.ExecRequest
 
 // ExecResult is the answer of an exec (wire.ExecResult). A non-zero exit
 // or a timeout is a result, not an error.

@@ -49,3 +49,22 @@ type CreateRequest struct {
 	// fresh session token, revoking the old one (T4).
 	ReissueToken *bool `json:"reissue_token,omitempty"`
 }
+
+// ExecRequest is the body of POST /v1/sandboxes/{id}/exec.
+type ExecRequest struct {
+	// Argv is the argument vector (required); no shell runs unless argv
+	// names one.
+	Argv []string `json:"argv"`
+	// Stdin is text written to the command, then closed; nil sends none.
+	Stdin *string `json:"stdin,omitempty"`
+	// StdinBase64 is stdin as standard base64, for bytes that are not
+	// UTF-8 text; at most one of Stdin and StdinBase64.
+	StdinBase64 *string `json:"stdin_base64,omitempty"`
+	// TimeoutSeconds: nil takes the policy's default (E2).
+	TimeoutSeconds *int64            `json:"timeout_seconds,omitempty"`
+	Workdir        *string           `json:"workdir,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+	// MaxOutputBytes caps each of stdout and stderr below the policy's
+	// exec.max_output_bytes (E2), which is also the default.
+	MaxOutputBytes *int64 `json:"max_output_bytes,omitempty"`
+}

@@ -227,7 +227,7 @@ func execInFlight(t *testing.T, g *gw, sb apitest.Created) <-chan error {
 	g.sim.ResetRequests()
 	done := make(chan error, 1)
 	go func() {
-		_, err := g.client(sb.Token).Exec(context.Background(), sb.ID, client.ExecRequest{Argv: []string{"sleep", "5"}, TimeoutSeconds: 10})
+		_, err := g.client(sb.Token).Exec(context.Background(), sb.ID, client.ExecRequest{Argv: []string{"sleep", "5"}, TimeoutSeconds: new(int64(10))})
 		done <- err
 	}()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {

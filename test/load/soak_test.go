@@ -289,7 +289,7 @@ func soakAgent(ctx context.Context, g *gw, a, other *client.Client, seed uint64,
 		if s.expect("exec", err, 0, "") && (res.ExitCode == nil || *res.ExitCode != 0 || res.Stdout != "soak\n") {
 			s.fail("exec echo: %+v", res)
 		}
-		res, err = a.Exec(ctx, sb.ID, client.ExecRequest{Argv: []string{"sh", "-c", "exit 3"}, TimeoutSeconds: 10})
+		res, err = a.Exec(ctx, sb.ID, client.ExecRequest{Argv: []string{"sh", "-c", "exit 3"}, TimeoutSeconds: new(int64(10))})
 		if s.expect("exec exit 3", err, 0, "") && (res.ExitCode == nil || *res.ExitCode != 3) {
 			s.fail("exec exit 3: %+v", res)
 		}
