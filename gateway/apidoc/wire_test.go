@@ -74,6 +74,7 @@ func TestTheSchemasAreTheWireTypes(t *testing.T) {
 		{"ExtendRequest", []*openapi3.Schema{schema("ExtendRequest")}, reflect.TypeFor[wire.ExtendRequest]()},
 		{"CreateRequest", []*openapi3.Schema{schema("CreateRequest")}, reflect.TypeFor[wire.CreateRequest]()},
 		{"ExecRequest", []*openapi3.Schema{schema("ExecRequest")}, reflect.TypeFor[wire.ExecRequest]()},
+		{"MintRequest", []*openapi3.Schema{schema("MintRequest")}, reflect.TypeFor[wire.MintRequest]()},
 		{"EvaluateRequest", []*openapi3.Schema{schema("EvaluateRequest")}, reflect.TypeFor[wire.EvaluateRequest]()},
 	} {
 		compare(t, c.name, c.schemas, c.typ, true)

@@ -156,7 +156,7 @@ func TestEveryMethodSpeaksTheDocumentedShape(t *testing.T) {
 		{name: "a mint sends the role, ttl and quota and returns the secret", status: 201, answer: tokenJSON + `,"token":"eyJ.a"}`,
 			wantMethod: "POST", wantPath: "/v1/tokens", wantBody: `{"role":"agent","ttl_seconds":3600,"subject":"agent-ci","quota":{"max_live_sandboxes":3}}`,
 			call: func(ctx context.Context, c *Client) (any, error) {
-				return c.MintToken(ctx, MintRequest{Role: RoleAgent, TTLSeconds: 3600, Subject: "agent-ci", Quota: &Quota{MaxLiveSandboxes: 3}})
+				return c.MintToken(ctx, MintRequest{Role: ptr(RoleAgent), TTLSeconds: ptr(int64(3600)), Subject: ptr("agent-ci"), Quota: &MintQuota{MaxLiveSandboxes: ptr(int64(3))}})
 			},
 			check: func(v any) bool { tk := v.(Token); return tk.Token == "eyJ.a" && tk.Quota.MaxLiveSandboxes == 3 }},
 		{name: "tokens are listed", status: 200, answer: `{"tokens":[` + tokenJSON + `}]}`,

@@ -105,18 +105,17 @@ const (
 // the secret, is in the mint answer only.
 type Token = wire.Token
 
-// Quota bounds an agent principal (B3).
+// Quota bounds an agent principal (B3), as a token's record answers it
+// (wire.Quota); a mint asks for one with MintQuota.
 type Quota = wire.Quota
 
-// MintRequest is the body of POST /v1/tokens.
-type MintRequest struct {
-	Role       string `json:"role"`
-	TTLSeconds int64  `json:"ttl_seconds"`
-	Label      string `json:"label,omitempty"`
-	Subject    string `json:"subject,omitempty"`
-	// Quota is for agents; nil takes the policy default.
-	Quota *Quota `json:"quota,omitempty"`
-}
+// MintRequest is the body of POST /v1/tokens (wire.MintRequest): Role
+// and TTLSeconds are required; Quota, for agents, nil takes the policy
+// default.
+type MintRequest = wire.MintRequest
+
+// MintQuota is the quota a mint asks for an agent (B3; wire.MintQuota).
+type MintQuota = wire.MintQuota
 
 // Decision is one policy decision of the gateway's decision log
 // (wire.Decision).

@@ -68,3 +68,22 @@ type ExecRequest struct {
 	// exec.max_output_bytes (E2), which is also the default.
 	MaxOutputBytes *int64 `json:"max_output_bytes,omitempty"`
 }
+
+// MintRequest is the body of POST /v1/tokens: Role and TTLSeconds are
+// required (sent as null when nil); the rest is left out when nil.
+type MintRequest struct {
+	Role       *string `json:"role"`
+	TTLSeconds *int64  `json:"ttl_seconds"`
+	Label      *string `json:"label,omitempty"`
+	// Subject: nil takes a generated one.
+	Subject *string `json:"subject,omitempty"`
+	// Quota is for agents; nil takes the policy default (B3).
+	Quota *MintQuota `json:"quota,omitempty"`
+}
+
+// MintQuota is the quota a mint asks for an agent (B3). Unlike Quota, the
+// one a token's record answers, its figure is a pointer: the gateway
+// tells a quota that names none from one that names 0.
+type MintQuota struct {
+	MaxLiveSandboxes *int64 `json:"max_live_sandboxes,omitempty"`
+}

@@ -108,7 +108,7 @@ func runLane(t *testing.T, bin string, points []testhook.Point, paused func(test
 	g.start(points[0])
 	op := g.client(g.operator)
 	ctx := t.Context()
-	minted, err := op.MintToken(ctx, client.MintRequest{Role: client.RoleAgent, Subject: "crash-agent", TTLSeconds: 7200})
+	minted, err := op.MintToken(ctx, client.MintRequest{Role: new(client.RoleAgent), Subject: new("crash-agent"), TTLSeconds: new(int64(7200))})
 	if err != nil {
 		t.Fatalf("mint the agent token: %v", err)
 	}

@@ -107,7 +107,7 @@ func startGateway(t testing.TB, o options) *gw {
 	if err := g.srv.Enroll(ctx, gateway.EnrollRequest{Node: node, Budget: map[string]int64{}}); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := g.operator.MintToken(ctx, client.MintRequest{Role: client.RoleAgent, Subject: "faults-agent", TTLSeconds: 24 * 3600})
+	tok, err := g.operator.MintToken(ctx, client.MintRequest{Role: new(client.RoleAgent), Subject: new("faults-agent"), TTLSeconds: new(int64(24 * 3600))})
 	if err != nil {
 		t.Fatal(err)
 	}
