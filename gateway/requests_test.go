@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 )
@@ -24,5 +25,17 @@ func TestExecCheckRefusesAWorkdirTheWrapperCannotCarry(t *testing.T) {
 		if c.ok != (err == nil) || (err != nil && (!errors.As(err, &p) || p.Field != "workdir")) {
 			t.Errorf("workdir %q: check = %v, want ok %v (a 400 naming workdir otherwise)", c.workdir, err, c.ok)
 		}
+	}
+}
+
+// A create's body is digested with every member, null where it was left
+// out: the shape the digests in the store were taken in, whatever the
+// wire type leaves out when it is sent.
+func TestTheCreateDigestKeepsItsShape(t *testing.T) {
+	t.Parallel()
+	b, err := json.Marshal(digestedCreate(createRequest{Profile: new("strict"), TTLSeconds: new(int64(0)), Labels: map[string]string{}}))
+	want := `{"profile":"strict","network":null,"ttl_seconds":0,"node":null,"cpu_mhz":null,"memory_mb":null,"image":null,"labels":{},"wait_seconds":null,"reissue_token":null}`
+	if err != nil || string(b) != want {
+		t.Fatalf("%s %v", b, err)
 	}
 }

@@ -404,20 +404,7 @@ func (s *Server) watchStart(rec store.Sandbox, evalID string) {
 }
 
 // createRequest is POST /v1/sandboxes.
-type createRequest struct {
-	Profile     *string           `json:"profile"`
-	Network     *string           `json:"network"`
-	TTLSeconds  *int64            `json:"ttl_seconds"`
-	Node        *string           `json:"node"`
-	CPUMHz      *int64            `json:"cpu_mhz"`
-	MemoryMB    *int64            `json:"memory_mb"`
-	Image       *string           `json:"image"`
-	Labels      map[string]string `json:"labels"`
-	WaitSeconds *int64            `json:"wait_seconds"`
-	// ReissueToken asks a create repeated with its Idempotency-Key for a
-	// fresh session token (T4).
-	ReissueToken *bool `json:"reissue_token"`
-}
+type createRequest wire.CreateRequest
 
 func (r *createRequest) required() bool { return false }
 

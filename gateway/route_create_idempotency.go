@@ -42,7 +42,7 @@ func idempotencyOf(c echo.Context, cl *caller, body *createRequest) (*idempotenc
 		return nil, invalid(headerIdempotencyKey, "must be one header of 1 to %d visible ASCII characters", maxIdempotencyKey)
 	}
 	key := sha256.Sum256([]byte(cl.principal() + "\x00" + raw))
-	same := *body
+	same := digestedCreate(*body)
 	same.WaitSeconds, same.ReissueToken = nil, nil // how long to wait and a new token change no sandbox
 	b, err := json.Marshal(same)                   // map keys sorted: one body, one digest
 	if err != nil {
@@ -50,6 +50,25 @@ func idempotencyOf(c echo.Context, cl *caller, body *createRequest) (*idempotenc
 	}
 	digest := sha256.Sum256(b)
 	return &idempotency{key: hex.EncodeToString(key[:]), digest: hex.EncodeToString(digest[:])}, nil
+}
+
+// digestedCreate is the shape a create's body is digested in: every
+// member, null where the body left it out, and an empty labels object
+// apart from none. wire.CreateRequest leaves out what is nil (so a client
+// sends only what it sets); the digests the store holds were taken in
+// this shape, and a repeat must keep matching them. Converting a
+// createRequest to it does not compile once the two differ in a member.
+type digestedCreate struct {
+	Profile      *string           `json:"profile"`
+	Network      *string           `json:"network"`
+	TTLSeconds   *int64            `json:"ttl_seconds"`
+	Node         *string           `json:"node"`
+	CPUMHz       *int64            `json:"cpu_mhz"`
+	MemoryMB     *int64            `json:"memory_mb"`
+	Image        *string           `json:"image"`
+	Labels       map[string]string `json:"labels"`
+	WaitSeconds  *int64            `json:"wait_seconds"`
+	ReissueToken *bool             `json:"reissue_token"`
 }
 
 func visibleASCII(s string) bool {

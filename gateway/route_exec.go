@@ -182,39 +182,22 @@ func (b *cappedBuffer) result() (string, int64, bool) {
 }
 
 // execRequest is POST /v1/sandboxes/{id}/exec.
-type execRequest struct {
-	Argv  []string `json:"argv"`
-	Stdin *string  `json:"stdin"`
-	// StdinBase64 is stdin as standard base64, for bytes that are not
-	// UTF-8 text; at most one of stdin and stdin_base64.
-	StdinBase64    *string           `json:"stdin_base64"`
-	TimeoutSeconds *int64            `json:"timeout_seconds"`
-	Workdir        *string           `json:"workdir"`
-	Env            map[string]string `json:"env"`
-	// MaxOutputBytes caps each of stdout and stderr below the policy's
-	// exec.max_output_bytes (E2), which is also the default.
-	MaxOutputBytes *int64 `json:"max_output_bytes"`
-
-	stdin    []byte // stdin or the decoded stdin_base64
-	stdinErr error  // stdin_base64 that does not decode
-	decoded  bool
-}
+type execRequest wire.ExecRequest
 
 func (r *execRequest) required() bool { return true }
 
 // stdinBytes returns what the command reads on stdin, decoding
-// stdin_base64 once.
+// stdin_base64. It decodes on each call (policyBody, check and the
+// handler): the body limit bounds each decoding, and the wire type has no
+// room to keep the result.
 func (r *execRequest) stdinBytes() ([]byte, error) {
-	if !r.decoded {
-		r.decoded = true
-		switch {
-		case r.StdinBase64 != nil:
-			r.stdin, r.stdinErr = base64.StdEncoding.DecodeString(*r.StdinBase64)
-		case r.Stdin != nil:
-			r.stdin = []byte(*r.Stdin)
-		}
+	switch {
+	case r.StdinBase64 != nil:
+		return base64.StdEncoding.DecodeString(*r.StdinBase64)
+	case r.Stdin != nil:
+		return []byte(*r.Stdin), nil
 	}
-	return r.stdin, r.stdinErr
+	return nil, nil
 }
 
 func (r *execRequest) policyBody() policies.RequestBody {

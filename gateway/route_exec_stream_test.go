@@ -112,7 +112,7 @@ func TestAStreamingExecSendsOutputKeepalivesAndOneExit(t *testing.T) {
 	}
 
 	// The output cap holds; the exit says what was cut.
-	events, err = streamOf(t, h, session, id, client.ExecRequest{Argv: []string{"yes"}, MaxOutputBytes: 10})
+	events, err = streamOf(t, h, session, id, client.ExecRequest{Argv: []string{"yes"}, MaxOutputBytes: new(int64(10))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestAStreamEndsWithSandboxLostWhenItsSandboxIsDestroyed(t *testing.T) {
 	var events []client.ExecEvent
 	destroyed := false
 	start := time.Now()
-	for ev, err := range c.ExecStream(t.Context(), id, client.ExecRequest{Argv: []string{"sleep", "60"}, TimeoutSeconds: 90}) {
+	for ev, err := range c.ExecStream(t.Context(), id, client.ExecRequest{Argv: []string{"sleep", "60"}, TimeoutSeconds: new(int64(90))}) {
 		if err != nil {
 			t.Fatalf("after %d events: %v", len(events), err)
 		}

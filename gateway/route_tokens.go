@@ -38,18 +38,15 @@ const routeTokens = "/v1/tokens"
 var subjectFloor = regexp.MustCompile(`^[^:\s\x00-\x1f\x7f]{1,128}$`)
 
 // mintRequest is POST /v1/tokens.
-type mintRequest struct {
-	Role       *string             `json:"role"`
-	TTLSeconds *int64              `json:"ttl_seconds"`
-	Label      *string             `json:"label"`
-	Subject    *string             `json:"subject"`
-	Quota      *policies.MintQuota `json:"quota"`
-}
+type mintRequest wire.MintRequest
 
 func (r *mintRequest) required() bool { return true }
 
 func (r *mintRequest) policyBody() policies.RequestBody {
-	return policies.RequestBody{Role: r.Role, TTLSeconds: r.TTLSeconds, Label: r.Label, Subject: r.Subject, Quota: r.Quota}
+	// policies may import only OPA and the standard library: its MintQuota
+	// is the same struct as wire.MintQuota, converted.
+	return policies.RequestBody{Role: r.Role, TTLSeconds: r.TTLSeconds, Label: r.Label, Subject: r.Subject,
+		Quota: (*policies.MintQuota)(r.Quota)}
 }
 
 func (r *mintRequest) check(*Server) error {

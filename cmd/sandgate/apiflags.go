@@ -179,3 +179,15 @@ func (e *problemError) Error() string {
 	}
 	return b.String()
 }
+
+// nonZero is &v, or nil when v is its type's zero: a flag left at its zero
+// is left out of the request body (the body's members are pointers, nil
+// for absent), so the policy's default applies, as before the bodies
+// moved to gateway/wire, when zero members were omitted.
+func nonZero[T comparable](v T) *T {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return &v
+}

@@ -290,7 +290,7 @@ func TestPolicyReplayExitsThreeOnALoosening(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sess.Exec(t.Context(), sbx.ID, client.ExecRequest{Argv: []string{"sleep", "1"}, TimeoutSeconds: 600}); err == nil {
+	if _, err := sess.Exec(t.Context(), sbx.ID, client.ExecRequest{Argv: []string{"sleep", "1"}, TimeoutSeconds: new(int64(600))}); err == nil {
 		t.Fatal("an exec past the timeout bound was allowed")
 	}
 	log := filepath.Join(gw.DataDir, gatewaytest.DecisionLogFile)

@@ -66,9 +66,9 @@ or one that failed, exits 1.`,
 				return err
 			}
 			ws := seconds(min(wait, maxServerWait))
-			req := client.CreateRequest{Profile: profile, Network: network, TTLSeconds: seconds(ttl), Node: node,
-				CPUMHz: cpu, MemoryMB: memory, Image: image, Labels: lm, WaitSeconds: &ws,
-				IdempotencyKey: idemKey, ReissueToken: reissue}
+			req := client.CreateRequest{Profile: nonZero(profile), Network: nonZero(network), TTLSeconds: nonZero(seconds(ttl)),
+				Node: nonZero(node), CPUMHz: nonZero(cpu), MemoryMB: nonZero(memory), Image: nonZero(image),
+				Labels: lm, WaitSeconds: &ws, ReissueToken: nonZero(reissue)}
 			ctx, stop := interruptible(cmd)
 			defer stop()
 			where := node
@@ -78,7 +78,7 @@ or one that failed, exits 1.`,
 			deadline := time.Now().Add(wait)
 			prog := startProgress(cmd.ErrOrStderr(), "creating sandbox on "+where)
 			defer prog.finish()
-			s, err := c.CreateSandbox(ctx, req)
+			s, err := c.CreateSandbox(ctx, req, client.WithIdempotencyKey(idemKey))
 			if errors.Is(err, context.Canceled) {
 				return fmt.Errorf("%w (the gateway may have created the sandbox; see: sandgate sandbox list)", apiError(a, err))
 			}

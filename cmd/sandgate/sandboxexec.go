@@ -102,7 +102,7 @@ failed) says why and exits 1; with -o json each event is one JSON line.`,
 			if err != nil {
 				return err
 			}
-			req := client.ExecRequest{Argv: argv, TimeoutSeconds: seconds(timeout), Workdir: workdir, Env: envs}
+			req := client.ExecRequest{Argv: argv, TimeoutSeconds: nonZero(seconds(timeout)), Workdir: nonZero(workdir), Env: envs}
 			if err := readStdin(cmd, stdinFile, &req); err != nil {
 				return err
 			}

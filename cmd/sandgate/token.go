@@ -100,9 +100,9 @@ func mintOnline(cmd *cobra.Command, a *apiFlags, m *mintFlags) error {
 	if err != nil {
 		return err
 	}
-	req := client.MintRequest{Role: m.role, TTLSeconds: seconds(m.ttl), Label: m.label, Subject: m.subject}
+	req := client.MintRequest{Role: new(m.role), TTLSeconds: new(seconds(m.ttl)), Label: nonZero(m.label), Subject: nonZero(m.subject)}
 	if cmd.Flags().Changed("max-live-sandboxes") {
-		req.Quota = &client.Quota{MaxLiveSandboxes: m.maxLive}
+		req.Quota = &client.MintQuota{MaxLiveSandboxes: new(m.maxLive)}
 	}
 	tk, err := c.MintToken(cmd.Context(), req)
 	if err != nil {

@@ -72,6 +72,9 @@ func TestTheSchemasAreTheWireTypes(t *testing.T) {
 		{"EnrollRequest", []*openapi3.Schema{schema("EnrollRequest")}, reflect.TypeFor[wire.EnrollRequest]()},
 		{"HostStateRequest", []*openapi3.Schema{schema("HostStateRequest")}, reflect.TypeFor[wire.HostStateRequest]()},
 		{"ExtendRequest", []*openapi3.Schema{schema("ExtendRequest")}, reflect.TypeFor[wire.ExtendRequest]()},
+		{"CreateRequest", []*openapi3.Schema{schema("CreateRequest")}, reflect.TypeFor[wire.CreateRequest]()},
+		{"ExecRequest", []*openapi3.Schema{schema("ExecRequest")}, reflect.TypeFor[wire.ExecRequest]()},
+		{"MintRequest", []*openapi3.Schema{schema("MintRequest")}, reflect.TypeFor[wire.MintRequest]()},
 		{"EvaluateRequest", []*openapi3.Schema{schema("EvaluateRequest")}, reflect.TypeFor[wire.EvaluateRequest]()},
 	} {
 		compare(t, c.name, c.schemas, c.typ, true)

@@ -80,7 +80,7 @@ func TestEveryMethodSpeaksTheDocumentedShape(t *testing.T) {
 		{name: "a create sends only the fields that are set and returns the session token", status: 201, answer: sandboxJSON + `,"token":"eyJ.s"}`,
 			wantMethod: "POST", wantPath: "/v1/sandboxes", wantBody: `{"profile":"workspace","ttl_seconds":600,"labels":{"a":"b"},"wait_seconds":0}`,
 			call: func(ctx context.Context, c *Client) (any, error) {
-				return c.CreateSandbox(ctx, CreateRequest{Profile: "workspace", TTLSeconds: 600, Labels: map[string]string{"a": "b"}, WaitSeconds: ptr(int64(0))})
+				return c.CreateSandbox(ctx, CreateRequest{Profile: ptr("workspace"), TTLSeconds: ptr(int64(600)), Labels: map[string]string{"a": "b"}, WaitSeconds: ptr(int64(0))})
 			},
 			check: func(v any) bool {
 				s := v.(Sandbox)
@@ -106,7 +106,7 @@ func TestEveryMethodSpeaksTheDocumentedShape(t *testing.T) {
 			answer:     `{"exit_code":3,"stdout":"hi\n","stderr":"","stdout_bytes":3,"stderr_bytes":0,"stdout_truncated":false,"stderr_truncated":false,"truncated":false,"timed_out":false,"duration_ms":7}`,
 			wantMethod: "POST", wantPath: "/v1/sandboxes/k7x2/exec", wantBody: `{"argv":["sh","-c","exit 3"],"stdin":"","timeout_seconds":5,"env":{"A":"1"}}`,
 			call: func(ctx context.Context, c *Client) (any, error) {
-				return c.Exec(ctx, "k7x2", ExecRequest{Argv: []string{"sh", "-c", "exit 3"}, Stdin: ptr(""), TimeoutSeconds: 5, Env: map[string]string{"A": "1"}})
+				return c.Exec(ctx, "k7x2", ExecRequest{Argv: []string{"sh", "-c", "exit 3"}, Stdin: ptr(""), TimeoutSeconds: new(int64(5)), Env: map[string]string{"A": "1"}})
 			},
 			check: func(v any) bool {
 				r := v.(ExecResult)
@@ -156,7 +156,7 @@ func TestEveryMethodSpeaksTheDocumentedShape(t *testing.T) {
 		{name: "a mint sends the role, ttl and quota and returns the secret", status: 201, answer: tokenJSON + `,"token":"eyJ.a"}`,
 			wantMethod: "POST", wantPath: "/v1/tokens", wantBody: `{"role":"agent","ttl_seconds":3600,"subject":"agent-ci","quota":{"max_live_sandboxes":3}}`,
 			call: func(ctx context.Context, c *Client) (any, error) {
-				return c.MintToken(ctx, MintRequest{Role: RoleAgent, TTLSeconds: 3600, Subject: "agent-ci", Quota: &Quota{MaxLiveSandboxes: 3}})
+				return c.MintToken(ctx, MintRequest{Role: ptr(RoleAgent), TTLSeconds: ptr(int64(3600)), Subject: ptr("agent-ci"), Quota: &MintQuota{MaxLiveSandboxes: ptr(int64(3))}})
 			},
 			check: func(v any) bool { tk := v.(Token); return tk.Token == "eyJ.a" && tk.Quota.MaxLiveSandboxes == 3 }},
 		{name: "tokens are listed", status: 200, answer: `{"tokens":[` + tokenJSON + `}]}`,

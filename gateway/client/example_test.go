@@ -37,7 +37,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	sbx, err := c.CreateSandbox(ctx, client.CreateRequest{Profile: "strict", TTLSeconds: 600})
+	sbx, err := c.CreateSandbox(ctx, client.CreateRequest{Profile: new("strict"), TTLSeconds: new(int64(600))})
 	if err != nil {
 		fmt.Println(err)
 		return

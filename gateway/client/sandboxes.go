@@ -40,14 +40,35 @@ func (c *Client) Capabilities(ctx context.Context) (Capabilities, error) {
 // token, shown this once. A sandbox whose allocation did not run within
 // the wait comes back "starting"; one that could not be placed "failed"
 // (with LastError, and no token): both are answers, not errors.
-func (c *Client) CreateSandbox(ctx context.Context, req CreateRequest) (Sandbox, error) {
+func (c *Client) CreateSandbox(ctx context.Context, req CreateRequest, opts ...CreateOption) (Sandbox, error) {
+	var o createOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	var out Sandbox
 	r := request{method: http.MethodPost, path: "/v1/sandboxes", in: req, out: &out}
-	if req.IdempotencyKey != "" {
-		r.header = http.Header{"Idempotency-Key": {req.IdempotencyKey}}
+	if o.idempotencyKey != "" {
+		r.header = http.Header{"Idempotency-Key": {o.idempotencyKey}}
 	}
 	err := c.do(ctx, r)
 	return out, err
+}
+
+// CreateOption sets what a create sends beside its body. The body is the
+// wire type itself, as the gateway decodes it; what travels as a header
+// rides here instead of as a member the JSON must skip.
+type CreateOption func(*createOptions)
+
+type createOptions struct {
+	idempotencyKey string
+}
+
+// WithIdempotencyKey sends key as the Idempotency-Key header, which makes
+// the create safe to retry: a repeat with the same body answers the
+// sandbox the key created (and, with ReissueToken, a fresh session token).
+// An empty key sends no header.
+func WithIdempotencyKey(key string) CreateOption {
+	return func(o *createOptions) { o.idempotencyKey = key }
 }
 
 // ListSandboxes is GET /v1/sandboxes, every page: the live sandboxes the

@@ -22,45 +22,17 @@ const (
 // Warnings holds the rules in warn mode the request violated.
 type Sandbox = wire.Sandbox
 
-// CreateRequest is the body of POST /v1/sandboxes. Zero fields are left
-// out, and the policy bundle's defaults apply.
-type CreateRequest struct {
-	Profile    string            `json:"profile,omitempty"`
-	Network    string            `json:"network,omitempty"`
-	TTLSeconds int64             `json:"ttl_seconds,omitempty"`
-	Node       string            `json:"node,omitempty"`
-	CPUMHz     int64             `json:"cpu_mhz,omitempty"`
-	MemoryMB   int64             `json:"memory_mb,omitempty"`
-	Image      string            `json:"image,omitempty"`
-	Labels     map[string]string `json:"labels,omitempty"`
-	// WaitSeconds is how long the create waits for the allocation to run
-	// (nil: the gateway's default, 30 s; 0: answer at once).
-	WaitSeconds *int64 `json:"wait_seconds,omitempty"`
-	// IdempotencyKey, sent as the Idempotency-Key header, makes the create
-	// safe to retry: a repeat answers the sandbox the key created.
-	IdempotencyKey string `json:"-"`
-	// ReissueToken asks a repeat for a fresh session token (the old one
-	// is revoked).
-	ReissueToken bool `json:"reissue_token,omitempty"`
-}
+// CreateRequest is the body of POST /v1/sandboxes (wire.CreateRequest):
+// members left nil are left out, and the policy bundle's defaults apply.
+// The Idempotency-Key is a header, not a member: CreateSandbox takes it as
+// an option (WithIdempotencyKey).
+type CreateRequest = wire.CreateRequest
 
-// ExecRequest is the body of POST /v1/sandboxes/{id}/exec.
-type ExecRequest struct {
-	// Argv is the argument vector; no shell runs unless argv names one.
-	Argv []string `json:"argv"`
-	// Stdin is text written to the command, then closed; nil sends none.
-	Stdin *string `json:"stdin,omitempty"`
-	// StdinBase64 is stdin as standard base64, for bytes that are not
-	// UTF-8; at most one of Stdin and StdinBase64.
-	StdinBase64 *string `json:"stdin_base64,omitempty"`
-	// TimeoutSeconds defaults to 60 and is at most 120.
-	TimeoutSeconds int64             `json:"timeout_seconds,omitempty"`
-	Workdir        string            `json:"workdir,omitempty"`
-	Env            map[string]string `json:"env,omitempty"`
-	// MaxOutputBytes caps each of stdout and stderr; 0 is the policy's
-	// exec.max_output_bytes, also the most it allows.
-	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
-}
+// ExecRequest is the body of POST /v1/sandboxes/{id}/exec
+// (wire.ExecRequest): Argv is required; members left nil are left out,
+// and the policy's defaults apply (timeout 60 s, output capped at
+// exec.max_output_bytes).
+type ExecRequest = wire.ExecRequest
 
 // ExecResult is the answer of an exec (wire.ExecResult). A non-zero exit
 // or a timeout is a result, not an error.
@@ -133,18 +105,17 @@ const (
 // the secret, is in the mint answer only.
 type Token = wire.Token
 
-// Quota bounds an agent principal (B3).
+// Quota bounds an agent principal (B3), as a token's record answers it
+// (wire.Quota); a mint asks for one with MintQuota.
 type Quota = wire.Quota
 
-// MintRequest is the body of POST /v1/tokens.
-type MintRequest struct {
-	Role       string `json:"role"`
-	TTLSeconds int64  `json:"ttl_seconds"`
-	Label      string `json:"label,omitempty"`
-	Subject    string `json:"subject,omitempty"`
-	// Quota is for agents; nil takes the policy default.
-	Quota *Quota `json:"quota,omitempty"`
-}
+// MintRequest is the body of POST /v1/tokens (wire.MintRequest): Role
+// and TTLSeconds are required; Quota, for agents, nil takes the policy
+// default.
+type MintRequest = wire.MintRequest
+
+// MintQuota is the quota a mint asks for an agent (B3; wire.MintQuota).
+type MintQuota = wire.MintQuota
 
 // Decision is one policy decision of the gateway's decision log
 // (wire.Decision).

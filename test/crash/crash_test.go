@@ -108,7 +108,7 @@ func runLane(t *testing.T, bin string, points []testhook.Point, paused func(test
 	g.start(points[0])
 	op := g.client(g.operator)
 	ctx := t.Context()
-	minted, err := op.MintToken(ctx, client.MintRequest{Role: client.RoleAgent, Subject: "crash-agent", TTLSeconds: 7200})
+	minted, err := op.MintToken(ctx, client.MintRequest{Role: new(client.RoleAgent), Subject: new("crash-agent"), TTLSeconds: new(int64(7200))})
 	if err != nil {
 		t.Fatalf("mint the agent token: %v", err)
 	}
@@ -164,7 +164,7 @@ func drive(t *testing.T, g *gateway, agent string) testhook.Point {
 	var sb client.Sandbox
 	var createErr error
 	done := call(func(ctx context.Context) {
-		sb, createErr = g.client(agent).CreateSandbox(ctx, client.CreateRequest{Node: node, CPUMHz: 100, MemoryMB: 128, TTLSeconds: 3600})
+		sb, createErr = g.client(agent).CreateSandbox(ctx, client.CreateRequest{Node: new(node), CPUMHz: new(int64(100)), MemoryMB: new(int64(128)), TTLSeconds: new(int64(3600))})
 	})
 	if p := g.pausedAt(done); p != "" {
 		return p

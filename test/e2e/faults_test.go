@@ -522,7 +522,7 @@ func TestAStreamingExecWhoseNodesAgentIsKilled(t *testing.T) {
 		last       client.ExecEvent
 		killed     time.Time
 	)
-	for ev, err := range c.ExecStream(ctx, sb.ID, client.ExecRequest{Argv: []string{"sh", "-c", "echo started; sleep 60"}, TimeoutSeconds: 90}) {
+	for ev, err := range c.ExecStream(ctx, sb.ID, client.ExecRequest{Argv: []string{"sh", "-c", "echo started; sleep 60"}, TimeoutSeconds: new(int64(90))}) {
 		if err != nil {
 			t.Fatalf("the stream: %v (events %v)", err, transcript)
 		}

@@ -227,7 +227,7 @@ func execInFlight(t *testing.T, g *gw, sb apitest.Created) <-chan error {
 	g.sim.ResetRequests()
 	done := make(chan error, 1)
 	go func() {
-		_, err := g.client(sb.Token).Exec(context.Background(), sb.ID, client.ExecRequest{Argv: []string{"sleep", "5"}, TimeoutSeconds: 10})
+		_, err := g.client(sb.Token).Exec(context.Background(), sb.ID, client.ExecRequest{Argv: []string{"sleep", "5"}, TimeoutSeconds: new(int64(10))})
 		done <- err
 	}()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
@@ -353,7 +353,7 @@ func TestTheReaperEndsAnExpiredSandboxOnceNomadPurgesAgain(t *testing.T) {
 	ctx := t.Context()
 	g := startGateway(t, options{})
 	req := createRequest()
-	req.TTLSeconds = 60
+	req.TTLSeconds = new(int64(60))
 	sb, err := g.agent.CreateSandbox(ctx, req)
 	if err != nil || sb.State != client.StateRunning {
 		t.Fatalf("create: %v %+v", err, sb)

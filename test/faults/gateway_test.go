@@ -107,7 +107,7 @@ func startGateway(t testing.TB, o options) *gw {
 	if err := g.srv.Enroll(ctx, gateway.EnrollRequest{Node: node, Budget: map[string]int64{}}); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := g.operator.MintToken(ctx, client.MintRequest{Role: client.RoleAgent, Subject: "faults-agent", TTLSeconds: 24 * 3600})
+	tok, err := g.operator.MintToken(ctx, client.MintRequest{Role: new(client.RoleAgent), Subject: new("faults-agent"), TTLSeconds: new(int64(24 * 3600))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func (g *gw) create() apitest.Created {
 }
 
 func createRequest() client.CreateRequest {
-	return client.CreateRequest{Node: node, CPUMHz: 100, MemoryMB: 128}
+	return client.CreateRequest{Node: new(node), CPUMHz: new(int64(100)), MemoryMB: new(int64(128))}
 }
 
 // clearFaults removes every fault of every layer: the simulator's, the

@@ -20,7 +20,7 @@ func streamInFlight(t *testing.T, g *gw, sb apitest.Created) <-chan client.ExecE
 	events := make(chan client.ExecEvent, 64)
 	go func() {
 		defer close(events)
-		for ev, err := range g.client(sb.Token).ExecStream(context.Background(), sb.ID, client.ExecRequest{Argv: []string{"sleep", "5"}, TimeoutSeconds: 10}) {
+		for ev, err := range g.client(sb.Token).ExecStream(context.Background(), sb.ID, client.ExecRequest{Argv: []string{"sleep", "5"}, TimeoutSeconds: new(int64(10))}) {
 			if err != nil {
 				events <- client.ExecEvent{Event: "client-error", Data: []byte(err.Error())}
 				return
@@ -109,7 +109,7 @@ func TestAStreamingExecWhoseNomadGoesSilentEndsWithTimeout(t *testing.T) {
 	events := make(chan client.ExecEvent, 64)
 	go func() {
 		defer close(events)
-		for ev, err := range g.client(sb.Token).ExecStream(context.Background(), sb.ID, client.ExecRequest{Argv: []string{"sh", "-c", "echo started; sleep 30"}, TimeoutSeconds: 1}) {
+		for ev, err := range g.client(sb.Token).ExecStream(context.Background(), sb.ID, client.ExecRequest{Argv: []string{"sh", "-c", "echo started; sleep 30"}, TimeoutSeconds: new(int64(1))}) {
 			if err != nil {
 				events <- client.ExecEvent{Event: "client-error", Data: []byte(err.Error())}
 				return

@@ -56,7 +56,7 @@ func TestAStreamingExecOverHTTP(t *testing.T) {
 		return strings.TrimSpace(r.JSON(t)["stdout"].(string))
 	}
 	sctx, stop := context.WithCancel(ctx)
-	for ev, err := range c.ExecStream(sctx, id, client.ExecRequest{Argv: []string{"sh", "-c", "sleep 61 & echo started; sleep 62; wait"}, TimeoutSeconds: 90}) {
+	for ev, err := range c.ExecStream(sctx, id, client.ExecRequest{Argv: []string{"sh", "-c", "sleep 61 & echo started; sleep 62; wait"}, TimeoutSeconds: new(int64(90))}) {
 		if err != nil {
 			t.Fatalf("the stream before the disconnect: %v", err)
 		}
@@ -86,7 +86,7 @@ func TestAStreamingExecOverHTTP(t *testing.T) {
 
 	destroyed := false
 	start := time.Now()
-	for ev, err := range c.ExecStream(ctx, id, client.ExecRequest{Argv: []string{"sh", "-c", "echo started; sleep 60"}, TimeoutSeconds: 90}) {
+	for ev, err := range c.ExecStream(ctx, id, client.ExecRequest{Argv: []string{"sh", "-c", "echo started; sleep 60"}, TimeoutSeconds: new(int64(90))}) {
 		if err != nil {
 			t.Fatalf("the stream of a sandbox destroyed mid-stream: %v", err)
 		}

@@ -164,9 +164,9 @@ func (g *gw) client(tok string) *client.Client {
 // mintAgent mints an agent token with a quota over the API.
 func (g *gw) mintAgent(ctx context.Context, subject string, quota int64) *client.Client {
 	g.t.Helper()
-	req := client.MintRequest{Role: client.RoleAgent, TTLSeconds: 7200, Subject: subject, Label: "load"}
+	req := client.MintRequest{Role: new(client.RoleAgent), TTLSeconds: new(int64(7200)), Subject: new(subject), Label: new("load")}
 	if quota > 0 {
-		req.Quota = &client.Quota{MaxLiveSandboxes: quota}
+		req.Quota = &client.MintQuota{MaxLiveSandboxes: new(quota)}
 	}
 	tok, err := g.operator.MintToken(ctx, req)
 	if err != nil {

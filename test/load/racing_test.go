@@ -124,10 +124,10 @@ func TestRacingCreatesNeverOverrun(t *testing.T) {
 			for next.Add(1) <= racingCreates {
 				r := racers[rng.IntN(len(racers))]
 				size := racingSizes[rng.IntN(len(racingSizes))]
-				req := client.CreateRequest{CPUMHz: size.cpu, MemoryMB: size.mem, TTLSeconds: 600,
+				req := client.CreateRequest{CPUMHz: new(size.cpu), MemoryMB: new(size.mem), TTLSeconds: new(int64(600)),
 					Labels: map[string]string{"load": "racing"}}
 				if rng.IntN(16) == 0 { // a named node: admission alone judges its budget
-					req.Node = racingNodes[rng.IntN(len(racingNodes))].name
+					req.Node = new(racingNodes[rng.IntN(len(racingNodes))].name)
 				}
 				if rng.IntN(2) == 0 {
 					req.WaitSeconds = new(int64) // answer while it is still starting
@@ -136,7 +136,7 @@ func TestRacingCreatesNeverOverrun(t *testing.T) {
 				if err == nil {
 					n.created.Add(1)
 					if _, ok := limits[sb.Node]; !ok || sb.CPUMHz != size.cpu || sb.MemoryMB != size.mem || sb.Principal != r.name ||
-						(req.Node != "" && sb.Node != req.Node) {
+						(req.Node != nil && sb.Node != *req.Node) {
 						fail("create by %s of %+v made %+v", r.name, req, sb)
 					}
 					made <- live{id: sb.ID, principal: sb.Principal}
@@ -199,7 +199,7 @@ func TestRacingCreatesNeverOverrun(t *testing.T) {
 	for _, r := range racers {
 		for i := range 6 {
 			size := racingSizes[i%len(racingSizes)]
-			if _, err := r.c.CreateSandbox(ctx, client.CreateRequest{CPUMHz: size.cpu, MemoryMB: size.mem}); err != nil {
+			if _, err := r.c.CreateSandbox(ctx, client.CreateRequest{CPUMHz: new(size.cpu), MemoryMB: new(size.mem)}); err != nil {
 				if p := problemOf(err); p == nil || p.Status != http.StatusTooManyRequests {
 					fail("filling up: %v", err)
 				}

@@ -244,7 +244,7 @@ func soakAgent(ctx context.Context, g *gw, a, other *client.Client, seed uint64,
 		mine = slices.DeleteFunc(mine, func(v string) bool { return v == id })
 	}
 	for ctx.Err() == nil {
-		req := client.CreateRequest{TTLSeconds: 600, CPUMHz: soakCPU, MemoryMB: soakMemory, Labels: map[string]string{"load": "soak"}}
+		req := client.CreateRequest{TTLSeconds: new(int64(600)), CPUMHz: new(int64(soakCPU)), MemoryMB: new(int64(soakMemory)), Labels: map[string]string{"load": "soak"}}
 		if rng.IntN(3) == 0 {
 			req.WaitSeconds = new(int64)
 		}
@@ -289,7 +289,7 @@ func soakAgent(ctx context.Context, g *gw, a, other *client.Client, seed uint64,
 		if s.expect("exec", err, 0, "") && (res.ExitCode == nil || *res.ExitCode != 0 || res.Stdout != "soak\n") {
 			s.fail("exec echo: %+v", res)
 		}
-		res, err = a.Exec(ctx, sb.ID, client.ExecRequest{Argv: []string{"sh", "-c", "exit 3"}, TimeoutSeconds: 10})
+		res, err = a.Exec(ctx, sb.ID, client.ExecRequest{Argv: []string{"sh", "-c", "exit 3"}, TimeoutSeconds: new(int64(10))})
 		if s.expect("exec exit 3", err, 0, "") && (res.ExitCode == nil || *res.ExitCode != 3) {
 			s.fail("exec exit 3: %+v", res)
 		}
@@ -306,7 +306,7 @@ func soakAgent(ctx context.Context, g *gw, a, other *client.Client, seed uint64,
 			_, err = session.Logs(ctx, sb.ID, client.LogsOptions{TailBytes: 1 << 20})
 			s.expect("logs past the tail bound", err, http.StatusForbidden, client.CodePolicyDenied, "E3")
 		case 2:
-			_, err = a.CreateSandbox(ctx, client.CreateRequest{Image: "evil:latest"})
+			_, err = a.CreateSandbox(ctx, client.CreateRequest{Image: new("evil:latest")})
 			s.expect("create of an image not allowed", err, http.StatusForbidden, client.CodePolicyDenied, "H11")
 		case 3:
 			_, err = session.ListSandboxes(ctx, false)
