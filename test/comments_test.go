@@ -6,7 +6,6 @@ import (
 	"go/scanner"
 	"go/token"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -158,57 +157,30 @@ func commentProblems(name string, src []byte) []string {
 	return out
 }
 
-// skippedDirs hold no source of the project: git's, and what the build and
-// `make run` write.
-var skippedDirs = map[string]bool{".git": true, ".build": true, ".sandgate": true, "node_modules": true}
-
 // Every comment of the repository's Go, Rego, YAML and Makefiles cites rule
 // ids and docs/, never a document kept outside the repository nor a path
 // beside it (citesMissingDocument; issue 22).
 func TestNoCodeCommentCitesADocumentUsersLack(t *testing.T) {
 	t.Parallel()
-	root, err := os.OpenRoot("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = root.Close() }()
-	repo := root.FS()
 	seen := map[string]int{}
-	err = fs.WalkDir(repo, ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path != "." && skippedDirs[d.Name()] {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		kind := filepath.Ext(path)
+	kindOf := func(path string, d fs.DirEntry) string {
 		if d.Name() == "Makefile" {
-			kind = "Makefile"
+			return "Makefile"
 		}
-		switch kind {
+		return filepath.Ext(path)
+	}
+	walkRepo(t, func(path string, d fs.DirEntry) bool {
+		switch kindOf(path, d) {
 		case ".go", ".rego", ".yml", ".yaml", "Makefile":
-		default:
-			return nil
+			seen[kindOf(path, d)]++
+			return true
 		}
-		src, err := fs.ReadFile(repo, path)
-		if err != nil {
-			return err
-		}
-		seen[kind]++
+		return false
+	}, func(path string, src []byte) {
 		for _, p := range commentProblems(path, src) {
 			t.Error(p)
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A walk from the wrong directory would find nothing and pass.
 	if seen[".go"] < 100 || seen[".rego"] < 10 || seen[".yml"] < 1 || seen["Makefile"] < 1 {
 		t.Fatalf("the walk saw only %v: it looked in the wrong place", seen)
