@@ -89,8 +89,13 @@ policy-lint: build
 # makes that a failure. Every benchmark of the tree runs once after its
 # package's tests (-bench . -benchtime 1x), so none can rot unnoticed; the
 # e2e benchmarks share the suite's TestMain and agents (docs/benchmarks.md).
+# test/pgrun starts a PostgreSQL server of its own (Debian's, as the
+# postgres user, on a free loopback port) for the run and exports its
+# address as SANDGATE_TEST_PG_DSN; each test package makes its databases
+# there. Without the server binaries the PostgreSQL tests skip, saying so;
+# SANDGATE_PG=require (.ci/run) makes that a failure.
 go-test:
-	$(GO) test -race -count=1 -timeout 25m -bench . -benchtime 1x ./...
+	$(GO) run ./test/pgrun -- $(GO) test -race -count=1 -timeout 25m -bench . -benchtime 1x ./...
 	$(GO) test -race -count=1 $(HOOK_TAGS) ./gateway/testhook/
 
 ## bench: the policy decision benchmarks (see docs/benchmarks.md)

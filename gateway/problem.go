@@ -136,6 +136,8 @@ func fromError(err error) *Problem {
 		return nomadUnavailable("Nomad did not answer; nothing was changed, retry later", err)
 	case errors.Is(err, store.ErrClosed):
 		return unavailable("the store is closed", err)
+	case errors.Is(err, store.ErrUnavailable):
+		return unavailable("the gateway's database is unavailable (unreachable, too slow or read-only); retry later", err)
 	}
 	p = newProblem(http.StatusInternalServerError, wire.CodeInternalError, "an internal error occurred; the request was refused and nothing was changed")
 	p.cause = err

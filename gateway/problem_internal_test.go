@@ -9,6 +9,7 @@ import (
 
 	"sandgate/gateway/apidoc"
 	"sandgate/gateway/wire"
+	"sandgate/store"
 )
 
 // The OpenAPI document knows every problem code the gateway has: its
@@ -62,5 +63,19 @@ func TestDecisionErrorsAreAnsweredAtTheEdge(t *testing.T) {
 		if !strings.HasPrefix(p.Detail, tc.detail) || p.DecisionID != tc.id {
 			t.Errorf("%v: detail %q decision %q, want %q… and %q", tc.kind, p.Detail, p.DecisionID, tc.detail, tc.id)
 		}
+	}
+}
+
+// A database that cannot serve is a 503 to retry, never a 500: the store
+// wraps every such cause in store.ErrUnavailable.
+func TestAnUnavailableStoreIsA503ToRetry(t *testing.T) {
+	t.Parallel()
+	cause := fmt.Errorf("store: reserve x: %w: %w", store.ErrUnavailable, errors.New("dial tcp 10.0.0.7:5432: connect: connection refused"))
+	p := fromError(cause)
+	if p.Status != http.StatusServiceUnavailable || p.Code != wire.CodeUnavailable || p.RetryAfter == 0 {
+		t.Fatalf("answered %d %s retry %v", p.Status, p.Code, p.RetryAfter)
+	}
+	if strings.Contains(p.Detail, "10.0.0.7") || !strings.Contains(p.Detail, "database is unavailable") {
+		t.Fatalf("detail %q: want a plain statement without the database's address", p.Detail)
 	}
 }

@@ -34,6 +34,10 @@ var (
 	// negative resources, a forbidden transition), or a query did (a limit
 	// out of range, an unknown state, a malformed or foreign cursor).
 	ErrInvalid = errors.New("store: invalid record")
+	// ErrUnavailable: the store cannot serve now (its database is
+	// unreachable, slow past its timeout, read-only or shutting down);
+	// nothing was changed, and the same call may succeed later.
+	ErrUnavailable = errors.New("store: unavailable")
 )
 
 // State is a sandbox's lifecycle state.

@@ -68,6 +68,9 @@ type gatewayOptions struct {
 	TrustedProxies []netip.Prefix
 	// Nodes are enrolled (or re-enrolled) at start.
 	Nodes []store.Node
+	// Store is the store driver and its settings; the zero value is the
+	// bolt file in DataDir.
+	Store assemble.StoreConfig
 	// Ready, when set, is called once the listener is open.
 	Ready func(addr string, issuer *token.Issuer, st store.Store, s policies.Settings) error
 	// ListenHint says how to choose another address when Listen cannot
@@ -153,6 +156,9 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 		return fmt.Errorf("policy bundle: %w", err)
 	}
 	cfg := dataConfig(o.DataDir, o.SigningKeyFile, o.Issuer, o.Audience)
+	if o.Store.Driver != "" {
+		cfg.Store = o.Store
+	}
 	cfg.Engine = engine
 	cfg.Audit = audit.Config{MaxBytes: o.DecisionLogBytes, Keep: o.DecisionLogKeep}
 	cfg.Nomad, cfg.ObserveNomad = o.Nomad, true

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"sandgate/gateway"
+	"sandgate/gateway/assemble"
 	"sandgate/nomad"
 	"sandgate/policies"
 	"sandgate/store"
@@ -32,6 +33,26 @@ type serveConfig struct {
 	} `json:"tls"`
 	// DataDir holds sandgate.db, decisions.jsonl and (by default) signing.key.
 	DataDir string `json:"data_dir"`
+	// Store is where the records live: "bolt" (the default), one file in
+	// data_dir for one gateway; or "postgres", one database that several
+	// gateways share.
+	Store struct {
+		Driver string `json:"driver"`
+		// DSN is the postgres driver's database, a postgres:// URL. Keep
+		// the password out of this file: put the whole DSN in the
+		// SANDGATE_STORE_DSN environment variable (which takes the place
+		// of dsn) or in dsn_file, or the password alone in PGPASSWORD or
+		// a .pgpass file.
+		DSN string `json:"dsn"`
+		// DSNFile holds the DSN (a mounted secret, a Nomad template).
+		DSNFile string `json:"dsn_file"`
+		// MaxConns bounds the connection pool (default 16);
+		// StatementTimeout each statement and lock wait (default "5s");
+		// ConnectTimeout making a connection (default "5s").
+		MaxConns         int32    `json:"max_conns"`
+		StatementTimeout duration `json:"statement_timeout"`
+		ConnectTimeout   duration `json:"connect_timeout"`
+	} `json:"store"`
 	// SigningKeyFile is the Ed25519 token signing key (PKCS#8 PEM, mode
 	// 0600); created on first start when absent. Default <data_dir>/signing.key.
 	SigningKeyFile string `json:"signing_key_file"`
@@ -182,6 +203,8 @@ func loadServeConfig(path string) (gatewayOptions, error) {
 	if c.Nomad.Address == "" {
 		problems = append(problems, "nomad.address is required")
 	}
+	storeCfg, storeProblems := c.storeConfig()
+	problems = append(problems, storeProblems...)
 	if c.PolicyDir != "" && c.Policy.Dir != "" {
 		problems = append(problems, "policy_dir and policy.dir name the same thing; keep policy.dir")
 	}
@@ -264,6 +287,7 @@ func loadServeConfig(path string) (gatewayOptions, error) {
 			Write: time.Duration(c.HTTP.WriteTimeout), Idle: time.Duration(c.HTTP.IdleTimeout),
 		},
 		TrustedProxies: proxies,
+		Store:          storeCfg,
 	}
 	if err := o.PolicyLimits.Check(); err != nil {
 		return o, fmt.Errorf("%s: %w", path, err)
@@ -280,6 +304,50 @@ func loadServeConfig(path string) (gatewayOptions, error) {
 			MaxSandboxes: n.MaxSandboxes, CPUMHz: n.CPUMHz, MemoryMB: n.MemoryMB})
 	}
 	return o, nil
+}
+
+// envStoreDSN, when set, is the postgres driver's DSN, so that no
+// password needs to sit in the configuration file.
+const envStoreDSN = "SANDGATE_STORE_DSN"
+
+// storeConfig is the store section as assemble takes it: the DSN from
+// SANDGATE_STORE_DSN, else dsn_file, else dsn.
+func (c serveConfig) storeConfig() (assemble.StoreConfig, []string) {
+	sc := assemble.DefaultConfig().Store
+	if c.Store.Driver != "" {
+		sc.Driver = c.Store.Driver
+	}
+	var problems []string
+	dsn := c.Store.DSN
+	if c.Store.DSNFile != "" {
+		if c.Store.DSN != "" {
+			problems = append(problems, "store.dsn and store.dsn_file: give one")
+		}
+		b, err := os.ReadFile(c.Store.DSNFile)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("store.dsn_file: %v", err))
+		}
+		dsn = strings.TrimSpace(string(b))
+	}
+	if env := os.Getenv(envStoreDSN); env != "" {
+		dsn = env
+	}
+	if sc.Driver == assemble.DriverPostgres && dsn == "" {
+		problems = append(problems, "store.driver postgres needs a DSN: set "+envStoreDSN+", store.dsn_file or store.dsn")
+	}
+	if sc.Driver != assemble.DriverPostgres && (c.Store.DSN != "" || c.Store.DSNFile != "") {
+		problems = append(problems, fmt.Sprintf("store.dsn is for store.driver postgres, not %q", sc.Driver))
+	}
+	if sc.Driver == assemble.DriverPostgres {
+		sc.DSN = dsn
+	}
+	if c.Store.StatementTimeout < 0 || c.Store.ConnectTimeout < 0 || c.Store.MaxConns < 0 {
+		problems = append(problems, "store.max_conns, store.statement_timeout and store.connect_timeout must be positive (or absent for their defaults)")
+	}
+	sc.Postgres.MaxConns = c.Store.MaxConns
+	sc.Postgres.StatementTimeout = time.Duration(c.Store.StatementTimeout)
+	sc.Postgres.ConnectTimeout = time.Duration(c.Store.ConnectTimeout)
+	return sc, problems
 }
 
 func newServeCmd() *cobra.Command {

@@ -80,6 +80,10 @@ func TestServeConfigIsReadStrictly(t *testing.T) {
 		{"both names of the policy dir", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"policy_dir":"p","policy":{"dir":"q"}}`, "keep policy.dir"},
 		{"a negative read timeout", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"http":{"read_timeout":"-1s"}}`, "http.read_timeout must be positive"},
 		{"a trusted proxy that is not an address", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"trusted_proxies":["proxy.local"]}`, "trusted_proxies"},
+		{"the postgres driver without a DSN", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"store":{"driver":"postgres"}}`, "store.driver postgres needs a DSN: set SANDGATE_STORE_DSN"},
+		{"a DSN for the bolt driver", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"store":{"dsn":"postgres://db/s"}}`, `store.dsn is for store.driver postgres, not "bolt"`},
+		{"a DSN and a DSN file", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"store":{"driver":"postgres","dsn":"postgres://db/s","dsn_file":"/nonexistent"}}`, "store.dsn and store.dsn_file: give one"},
+		{"a negative statement timeout", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"store":{"driver":"postgres","dsn":"postgres://db/s","statement_timeout":"-1s"}}`, "store.max_conns, store.statement_timeout"},
 		{"a verification key without a bundle file", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"policy":{"dir":"p","verification_key":"k"}}`, "verifies a policy.bundle_file"},
 	}
 	for _, c := range cases {
@@ -260,6 +264,33 @@ func TestServeRefusesToEnrollWhatThePolicyRefuses(t *testing.T) {
 			defer st.Close()
 			if nodes, _ := st.ListNodes(t.Context()); len(nodes) != 0 {
 				t.Fatalf("enrolled %+v", nodes)
+			}
+		})
+	}
+}
+
+// The postgres DSN comes from SANDGATE_STORE_DSN first, then dsn_file,
+// then dsn, so a password need never sit in the configuration file.
+func TestServeTakesTheStoreDSNFromTheEnvironmentFirst(t *testing.T) {
+	dsnFile := filepath.Join(t.TempDir(), "dsn")
+	if err := os.WriteFile(dsnFile, []byte("postgres://sandgate@db-file/sandgate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"store":{"driver":"postgres",%s"max_conns":8,"statement_timeout":"2s"}}`
+	for _, tc := range []struct{ name, store, env, want string }{
+		{"dsn", `"dsn":"postgres://sandgate@db-config/sandgate",`, "", "postgres://sandgate@db-config/sandgate"},
+		{"dsn_file", `"dsn_file":"` + dsnFile + `",`, "", "postgres://sandgate@db-file/sandgate"},
+		{"the environment over dsn_file", `"dsn_file":"` + dsnFile + `",`, "postgres://sandgate:pw@db-env/sandgate", "postgres://sandgate:pw@db-env/sandgate"},
+		{"the environment alone", ``, "postgres://sandgate:pw@db-env/sandgate", "postgres://sandgate:pw@db-env/sandgate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(envStoreDSN, tc.env)
+			o, err := loadServeConfig(writeConfig(t, fmt.Sprintf(base, tc.store)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.Store.Driver != "postgres" || o.Store.DSN != tc.want || o.Store.Postgres.MaxConns != 8 || o.Store.Postgres.StatementTimeout != 2*time.Second {
+				t.Fatalf("store config %+v, want the DSN %q", o.Store, tc.want)
 			}
 		})
 	}

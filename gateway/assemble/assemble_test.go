@@ -20,6 +20,7 @@ import (
 	"sandgate/gateway"
 	"sandgate/gateway/assemble"
 	"sandgate/gateway/token"
+	"sandgate/internal/pgtest"
 	"sandgate/policies"
 	"sandgate/store"
 	"sandgate/store/bolt"
@@ -170,7 +171,12 @@ func TestOpenRefusesAConfigItCannotBuildFromAndWritesNothing(t *testing.T) {
 		adjust func(*assemble.Config)
 		want   string
 	}{
-		{"an unknown store driver, naming store.driver", func(c *assemble.Config) { c.Store.Driver = "postgres" }, `store.driver: unknown driver "postgres" (known: bolt)`},
+		{"an unknown store driver, naming store.driver", func(c *assemble.Config) { c.Store.Driver = "sqlite" }, `store.driver: unknown driver "sqlite" (known: bolt, postgres)`},
+		{"the postgres driver without a DSN", func(c *assemble.Config) { c.Store.Driver = assemble.DriverPostgres }, "store.dsn: required by the postgres driver"},
+		{"a DSN for the bolt driver", func(c *assemble.Config) { c.Store.DSN = "postgres://db/sandgate" }, `store.dsn: set, but store.driver is "bolt"`},
+		{"a file for the postgres driver", func(c *assemble.Config) {
+			c.Store.Driver, c.Store.DSN, c.Store.Path = assemble.DriverPostgres, "postgres://db/sandgate", "x.db"
+		}, "store.path: set, but the postgres driver keeps no file"},
 		{"no policy engine", func(c *assemble.Config) { c.Engine = nil }, "Engine: required"},
 		{"no data dir", func(c *assemble.Config) { c.DataDir = "" }, "DataDir: required"},
 		{"a key and a key file", func(c *assemble.Config) {
@@ -418,4 +424,31 @@ func ExampleOpen() {
 	// decisions.jsonl
 	// sandgate.db
 	// signing.key
+}
+
+// The postgres driver builds the same gateway on a shared database: two
+// gateways opened on it see one set of records, and neither keeps a store
+// file in its data dir.
+func TestThePostgresDriverSharesOneDatabaseBetweenGateways(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.Database(t)
+	var gws []*assemble.Gateway
+	for i := range 2 {
+		dir := filepath.Join(t.TempDir(), fmt.Sprintf("data-%d", i))
+		c := config(t, dir)
+		c.Store.Driver, c.Store.DSN = assemble.DriverPostgres, dsn
+		gws = append(gws, open(t, c))
+		if _, err := os.Stat(filepath.Join(dir, assemble.StoreFile)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the postgres driver left a bbolt file in the data dir: %v", err)
+		}
+	}
+	if err := gws[0].Store.PutNode(t.Context(), store.Node{Name: "worker-1", Enrollment: "sandbox", State: "active"}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := gws[1].Store.GetNode(t.Context(), "worker-1"); err != nil || n.Enrollment != "sandbox" {
+		t.Fatalf("the second gateway does not see the first one's node: %+v %v", n, err)
+	}
+	if err := gws[1].Store.Ping(t.Context()); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"sandgate/policies"
 	"sandgate/store"
 	"sandgate/store/bolt"
+	"sandgate/store/postgres"
 )
 
 // The files Open keeps in Config.DataDir unless told another path.
@@ -79,18 +80,31 @@ type Config struct {
 
 // StoreConfig says which store the gateway keeps its records in.
 type StoreConfig struct {
-	// Driver names the implementation: DriverBolt, the default for "" and
-	// the only one today. An unknown name is refused.
+	// Driver names the implementation: DriverBolt, the default for "", or
+	// DriverPostgres. An unknown name is refused.
 	Driver string
 	// Path is the bolt driver's file; "" is <DataDir>/sandgate.db.
 	Path string
 	// Bolt are the bolt driver's options: how long to wait for the
 	// file's lock (bolt.DefaultTimeout, 1 s) and the rest.
 	Bolt bolt.Options
+	// DSN is the postgres driver's database (a postgres:// URL or
+	// key=value pairs); required for it, refused for the others.
+	DSN string
+	// Postgres are the postgres driver's options: pool size, connect and
+	// statement timeouts.
+	Postgres postgres.Options
 }
 
-// DriverBolt is the bbolt store (store/bolt) in one file of the data dir.
-const DriverBolt = "bolt"
+// The store drivers.
+const (
+	// DriverBolt is the bbolt store (store/bolt) in one file of the data
+	// dir: one gateway.
+	DriverBolt = "bolt"
+	// DriverPostgres is a PostgreSQL database (store/postgres) that
+	// several gateways share.
+	DriverPostgres = "postgres"
+)
 
 // DefaultConfig returns the bolt store with its default lock wait, the
 // token issuer's defaults and nomad.DefaultConfig (whose Address is left
@@ -173,7 +187,8 @@ func (c Config) validateSigning() error {
 	return nil
 }
 
-// validate refuses an unknown driver.
+// validate refuses an unknown driver, and settings of one driver given to
+// another (a DSN with the bolt driver would be silently ignored).
 func (s StoreConfig) validate() error {
 	if _, ok := drivers[s.Driver]; !ok {
 		known := make([]string, 0, len(drivers))
@@ -182,6 +197,14 @@ func (s StoreConfig) validate() error {
 		}
 		slices.Sort(known)
 		return configErr("store.driver", "unknown driver %q (known: %s)", s.Driver, strings.Join(known, ", "))
+	}
+	switch {
+	case s.Driver == DriverPostgres && s.DSN == "":
+		return configErr("store.dsn", "required by the postgres driver")
+	case s.Driver != DriverPostgres && s.DSN != "":
+		return configErr("store.dsn", "set, but store.driver is %q; the DSN belongs to the postgres driver", s.Driver)
+	case s.Driver == DriverPostgres && s.Path != "":
+		return configErr("store.path", "set, but the postgres driver keeps no file")
 	}
 	return nil
 }

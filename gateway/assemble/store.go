@@ -6,13 +6,15 @@ import (
 
 	"sandgate/store"
 	"sandgate/store/bolt"
+	"sandgate/store/postgres"
 )
 
 // drivers are the store implementations by StoreConfig.Driver. A new
 // driver is one entry here, its fields in StoreConfig and its opener
 // below; validate names every key of this map as the known drivers.
 var drivers = map[string]func(ctx context.Context, dataDir string, c StoreConfig) (store.Store, error){
-	DriverBolt: openBolt,
+	DriverBolt:     openBolt,
+	DriverPostgres: openPostgres,
 }
 
 // OpenStore opens the store c.Store names, and nothing else: Engine and
@@ -38,6 +40,18 @@ func openBolt(_ context.Context, dataDir string, c StoreConfig) (store.Store, er
 		path = filepath.Join(dataDir, StoreFile)
 	}
 	st, err := bolt.Open(path, c.Bolt)
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// openPostgres connects to c.DSN and brings its schema up to date.
+func openPostgres(ctx context.Context, _ string, c StoreConfig) (store.Store, error) {
+	if c.DSN == "" {
+		return nil, configErr("store.dsn", "required by the postgres driver")
+	}
+	st, err := postgres.Open(ctx, c.DSN, c.Postgres)
 	if err != nil {
 		return nil, err
 	}

@@ -261,6 +261,4 @@ func putJSON(b *bbolt.Bucket, key string, v any) error {
 }
 
 // invalid builds an error wrapping store.ErrInvalid that names the field.
-func invalid(field, reason string) error {
-	return fmt.Errorf("%w: %s: %s", store.ErrInvalid, field, reason)
-}
+func invalid(field, reason string) error { return store.Invalid(field, reason) }

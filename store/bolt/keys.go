@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"sandgate/store"
+	"sandgate/store/orderkey"
 )
 
 // Index keys. Each one ends in a record's id, and everything before the id
@@ -28,7 +29,7 @@ import (
 // makes times before 1970, the zero time.Time included, sort first; the
 // encoding is exact for every time a JSON round trip keeps, so "CreatedAt,
 // then ID" order is byte order and no clamping merges two instants.
-const timeLen = 12
+const timeLen = orderkey.TimeLen
 
 // stateCodes are the one-byte state tags of the index keys. They are part
 // of the file format: never renumber them.
@@ -46,10 +47,7 @@ var allStates = []store.State{store.StateStarting, store.StateRunning, store.Sta
 var liveStates = []store.State{store.StateStarting, store.StateRunning}
 
 // appendTime appends t's 12-byte order-preserving encoding.
-func appendTime(dst []byte, t time.Time) []byte {
-	dst = binary.BigEndian.AppendUint64(dst, uint64(t.Unix())^(1<<63)) //nolint:gosec // a bit pattern, not a quantity
-	return binary.BigEndian.AppendUint32(dst, uint32(t.Nanosecond()))  //nolint:gosec // 0..999999999 fits
-}
+func appendTime(dst []byte, t time.Time) []byte { return orderkey.AppendTime(dst, t) }
 
 // appendSized appends s preceded by its length.
 func appendSized(dst []byte, s string) []byte {

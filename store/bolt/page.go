@@ -53,11 +53,11 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Sandbox, erro
 // of q's states are read, merged in created order. Labels, and Node beside
 // Principal, are checked on each record read.
 func (s *Store) ListPage(ctx context.Context, q store.Query) (store.Page, error) {
-	limit, err := pageLimit(q.Limit)
+	limit, err := store.PageLimit(q.Limit)
 	if err != nil {
 		return store.Page{}, fmt.Errorf("store: list page: %w", err)
 	}
-	states, err := queryStates(q.States)
+	states, err := store.QueryStates(q.States)
 	if err != nil {
 		return store.Page{}, fmt.Errorf("store: list page: %w", err)
 	}
@@ -105,37 +105,6 @@ func (s *Store) ListPage(ctx context.Context, q store.Query) (store.Page, error)
 		return store.Page{}, fmt.Errorf("store: list page: %w", err)
 	}
 	return page, nil
-}
-
-// pageLimit applies Query.Limit's default and bounds.
-func pageLimit(n int) (int, error) {
-	switch {
-	case n == 0:
-		return store.DefaultPageLimit, nil
-	case n < 1 || n > store.MaxPageLimit:
-		return 0, invalid("limit", fmt.Sprintf("%d is outside 1..%d", n, store.MaxPageLimit))
-	}
-	return n, nil
-}
-
-// queryStates returns q's states in code order without repeats; all four
-// for none.
-func queryStates(states []store.State) ([]store.State, error) {
-	if len(states) == 0 {
-		return allStates, nil
-	}
-	out := make([]store.State, 0, len(allStates))
-	for _, st := range allStates {
-		if slices.Contains(states, st) {
-			out = append(out, st)
-		}
-	}
-	for _, st := range states {
-		if !st.Valid() {
-			return nil, invalid("states", fmt.Sprintf("unknown state %q", st))
-		}
-	}
-	return out, nil
 }
 
 // plan is how a query is read: the ranges of one index bucket, and what

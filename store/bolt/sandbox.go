@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"time"
-	"unicode/utf8"
 
 	bbolt "go.etcd.io/bbolt"
 
@@ -230,54 +229,11 @@ func (s *Store) NodeUsage(ctx context.Context, node string) (store.Usage, error)
 	return u, nil
 }
 
-// validateNew checks a record handed to Reserve. The id, node and
-// principal are keys (of records, indexes and use) and must be valid
-// UTF-8: JSON would store anything else altered, and the record read back
-// would name other keys than the ones written.
-func validateNew(rec store.Sandbox) error {
-	switch {
-	case rec.ID == "":
-		return invalid("id", "empty")
-	case !utf8.ValidString(rec.ID):
-		return invalid("id", "not valid UTF-8")
-	case !utf8.ValidString(rec.Node):
-		return invalid("node", "not valid UTF-8")
-	case !utf8.ValidString(rec.Principal):
-		return invalid("principal", "not valid UTF-8")
-	case !rec.State.Live():
-		return invalid("state", fmt.Sprintf("%q is not live", rec.State))
-	case rec.Node == "":
-		return invalid("node", "empty")
-	case rec.Principal == "":
-		return invalid("principal", "empty")
-	case rec.CPUMHz < 0:
-		return invalid("cpu_mhz", "negative")
-	case rec.MemoryMB < 0:
-		return invalid("memory_mb", "negative")
-	}
-	return nil
-}
+// validateNew and checkChange are the contract's checks (store.ValidateNew,
+// store.CheckChange).
+func validateNew(rec store.Sandbox) error { return store.ValidateNew(rec) }
 
-// checkChange enforces what Update's mutate may not do.
-func checkChange(cur, next store.Sandbox) error {
-	switch {
-	case next.ID != cur.ID:
-		return invalid("id", "may not change")
-	case next.Node != cur.Node:
-		return invalid("node", "may not change")
-	case next.Principal != cur.Principal:
-		return invalid("principal", "may not change")
-	case next.CPUMHz != cur.CPUMHz:
-		return invalid("cpu_mhz", "may not change")
-	case next.MemoryMB != cur.MemoryMB:
-		return invalid("memory_mb", "may not change")
-	case !next.State.Valid():
-		return invalid("state", fmt.Sprintf("unknown state %q", next.State))
-	case !cur.State.Live() && next.State.Live():
-		return invalid("state", fmt.Sprintf("%s record may not become %s", cur.State, next.State))
-	}
-	return nil
-}
+func checkChange(cur, next store.Sandbox) error { return store.CheckChange(cur, next) }
 
 // holdBudget adds (sign +1) or releases (sign -1) rec's resources on its
 // node's and its principal's use.
