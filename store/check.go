@@ -42,6 +42,17 @@ func ValidateNew(rec Sandbox) error {
 	return nil
 }
 
+// ValidateImport checks a record handed to Importer.Import: what
+// ValidateNew checks, but in any valid state.
+func ValidateImport(rec Sandbox) error {
+	if !rec.State.Valid() {
+		return Invalid("state", fmt.Sprintf("unknown state %q", rec.State))
+	}
+	live := rec
+	live.State = StateStarting
+	return ValidateNew(live)
+}
+
 // CheckChange enforces what Update's mutate may not do.
 func CheckChange(cur, next Sandbox) error {
 	switch {

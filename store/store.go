@@ -303,3 +303,16 @@ type Store interface {
 	// Close releases the store; later calls return ErrClosed.
 	Close() error
 }
+
+// Importer is a store that also takes records as they are, for moving a
+// gateway's state from one store to another (sandgate store migrate). It
+// is not part of Store: a gateway never imports.
+type Importer interface {
+	Store
+	// Import stores recs exactly as given, in any state, with their
+	// times, spec and idempotency key, and with the budget use and state
+	// counts that Reserve and Update would have left, all in one write.
+	// Each record must pass ValidateImport (ErrInvalid); a taken id is
+	// ErrExists; on any error nothing is written.
+	Import(ctx context.Context, recs []Sandbox) error
+}

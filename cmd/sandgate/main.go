@@ -73,7 +73,7 @@ func newRootCmd() *cobra.Command {
 	}
 	root.SetFlagErrorFunc(suggestFlag)
 	root.AddCommand(newRenderCmd(), newPolicyCmd(), newDemoCmd(), newDevCmd(), newServeCmd(), newTokenCmd(), newIsolationCmd(),
-		newSandboxCmd(), newHostCmd(), newVersionCmd())
+		newSandboxCmd(), newHostCmd(), newStoreCmd(), newVersionCmd())
 	addVersionFlag(root)
 	setUsageTemplate(root)
 	refuseUnknownSubcommands(root)

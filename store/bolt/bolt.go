@@ -262,3 +262,13 @@ func putJSON(b *bbolt.Bucket, key string, v any) error {
 
 // invalid builds an error wrapping store.ErrInvalid that names the field.
 func invalid(field, reason string) error { return store.Invalid(field, reason) }
+
+// SchemaVersions reports the file's recorded schema version and the one
+// this build writes (equal once Open has run: it migrates).
+func (s *Store) SchemaVersions(ctx context.Context) (have, known int, err error) {
+	err = s.view(ctx, func(tx *bbolt.Tx) error {
+		have, err = recordedVersion(tx)
+		return err
+	})
+	return have, SchemaVersion, err
+}

@@ -193,18 +193,8 @@ type positioned struct {
 // fetch reads the next n rows of the plan's ranges after pos: one ordered,
 // limited scan of the index per state, merged.
 func (p plan) fetch(ctx context.Context, pool *pgxpool.Pool, after []byte, n int) ([]positioned, error) {
-	args := []any{after, n}
-	owner := ""
-	if p.owner != "" {
-		args = append(args, p.key)
-		owner = p.owner + ` = $3 AND `
-	}
-	parts := make([]string, len(p.states))
-	for i, st := range p.states {
-		parts[i] = `(SELECT pos, record FROM sandboxes WHERE ` + owner + `state = ` + strconv.Itoa(int(st)) +
-			` AND pos > $1 ORDER BY pos LIMIT $2)`
-	}
-	rows, err := pool.Query(ctx, `SELECT pos, record FROM (`+strings.Join(parts, ` UNION ALL `)+`) r ORDER BY pos LIMIT $2`, args...)
+	sql, args := p.query(after, n)
+	rows, err := pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -222,6 +212,26 @@ func (p plan) fetch(ctx context.Context, pool *pgxpool.Pool, after []byte, n int
 		out = append(out, positioned{pos: pos, rec: rec})
 	}
 	return out, rows.Err()
+}
+
+// query is fetch's statement. The states and the limit are written into
+// it, not bound: a generic plan, which PostgreSQL may choose for a
+// prepared statement after a few runs, cannot see a small limit and would
+// sort a whole state's range instead of walking its index.
+func (p plan) query(after []byte, n int) (string, []any) {
+	args := []any{after}
+	owner := ""
+	if p.owner != "" {
+		args = append(args, p.key)
+		owner = p.owner + ` = $2 AND `
+	}
+	limit := strconv.Itoa(n)
+	parts := make([]string, len(p.states))
+	for i, st := range p.states {
+		parts[i] = `(SELECT pos, record FROM sandboxes WHERE ` + owner + `state = ` + strconv.Itoa(int(st)) +
+			` AND pos > $1 ORDER BY pos LIMIT ` + limit + `)`
+	}
+	return `SELECT pos, record FROM (` + strings.Join(parts, ` UNION ALL `) + `) r ORDER BY pos LIMIT ` + limit, args
 }
 
 // codes are the states' column values.

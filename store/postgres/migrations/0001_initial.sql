@@ -16,7 +16,8 @@ CREATE TABLE sandboxes (
 	node      bytea    NOT NULL,
 	principal bytea    NOT NULL,
 	state     smallint NOT NULL CHECK (state BETWEEN 1 AND 4), -- 1 starting, 2 running, 3 failed, 4 ended
-	pos       bytea    NOT NULL UNIQUE,
+	pos       bytea    NOT NULL, -- unique as it ends in the id; no index of its own, so
+	                                -- the planner walks a state's range, never all of them
 	due       bytea    CHECK ((due IS NOT NULL) = (state <= 2)),
 	ended     bytea    CHECK ((ended IS NOT NULL) = (state >= 3)),
 	idem      bytea,
