@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"sandgate/store"
@@ -23,7 +24,7 @@ func (s *Store) PutNode(ctx context.Context, n store.Node) error {
 	if err != nil {
 		return fmt.Errorf("store: put node %s: %w", n.Name, err)
 	}
-	err = s.with(ctx, func(p *pgxpool.Pool) error {
+	err = s.tx(ctx, func(p pgx.Tx) error {
 		_, err := p.Exec(ctx, `INSERT INTO nodes (name, record) VALUES ($1, $2)
 			ON CONFLICT (name) DO UPDATE SET record = EXCLUDED.record`, []byte(n.Name), body)
 		return err
@@ -84,7 +85,7 @@ func (s *Store) ListNodes(ctx context.Context) ([]store.Node, error) {
 // DeleteNode removes the record of name; store.ErrNotFound if absent. The
 // node's use, which its live records hold, is left as it is.
 func (s *Store) DeleteNode(ctx context.Context, name string) error {
-	err := s.with(ctx, func(p *pgxpool.Pool) error {
+	err := s.tx(ctx, func(p pgx.Tx) error {
 		tag, err := p.Exec(ctx, `DELETE FROM nodes WHERE name = $1`, []byte(name))
 		if err == nil && tag.RowsAffected() == 0 {
 			return store.ErrNotFound

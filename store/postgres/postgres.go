@@ -191,13 +191,19 @@ func (s *Store) with(ctx context.Context, fn func(*pgxpool.Pool) error) error {
 }
 
 // tx runs fn in a READ COMMITTED transaction, committing when it returns
-// nil. A deadlock or serialisation failure is retried, with fn run
+// nil; when ctx carries a lease (store.WithFence), the transaction first
+// checks that it is still held (checkFence). Every write goes through tx. A deadlock or serialisation failure is retried, with fn run
 // afresh, up to maxAttempts times; fn must therefore be repeatable.
 func (s *Store) tx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return s.with(ctx, func(p *pgxpool.Pool) error {
 		var err error
 		for attempt := 1; attempt <= maxAttempts; attempt++ {
-			err = pgx.BeginFunc(ctx, p, fn)
+			err = pgx.BeginFunc(ctx, p, func(tx pgx.Tx) error {
+				if err := checkFence(ctx, tx); err != nil {
+					return err
+				}
+				return fn(tx)
+			})
 			if !retryable(err) {
 				return err
 			}

@@ -29,7 +29,7 @@ func (s *Store) PutToken(ctx context.Context, t store.Token) error {
 	if err != nil {
 		return fmt.Errorf("store: put token %s: %w", t.JTI, err)
 	}
-	err = s.with(ctx, func(p *pgxpool.Pool) error {
+	err = s.tx(ctx, func(p pgx.Tx) error {
 		tag, err := p.Exec(ctx, `INSERT INTO tokens (jti, pos, record) VALUES ($1, $2, $3) ON CONFLICT (jti) DO NOTHING`,
 			[]byte(t.JTI), orderkey.At(t.CreatedAt, t.JTI), body)
 		if err == nil && tag.RowsAffected() == 0 {
