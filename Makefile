@@ -10,7 +10,7 @@ BUNDLE   := policies/
 REGO_COVERAGE_THRESHOLD := 90
 BUILD    := .build
 
-.PHONY: system-deps docs all test run run-nomad build vet lint gofmt-check policy policy-fmt policy-check policy-test policy-lint go-test bench bench-latency fuzz soak clean
+.PHONY: system-deps docs all test run run-nomad build image vet lint gofmt-check policy policy-fmt policy-check policy-test policy-lint go-test bench bench-latency fuzz soak clean
 
 all: test
 
@@ -35,6 +35,14 @@ LDFLAGS := -X main.version=$(VERSION)$(if $(COMMIT), -X main.commit=$(COMMIT))
 build:
 	@mkdir -p $(BUILD)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BUILD)/sandgate ./cmd/sandgate
+
+## image: the container image $(IMAGE):$(VERSION) and $(IMAGE):dev, built locally with no registry:
+## the static binary (CGO_ENABLED=0, -trimpath) FROM scratch, user 65532, this host's CA bundle; needs Docker
+IMAGE ?= sandgate
+image:
+	@mkdir -p $(BUILD)/image
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BUILD)/image/sandgate ./cmd/sandgate
+	./deploy/image/build.sh $(BUILD)/image/sandgate "$(VERSION)" "$(COMMIT)" $(IMAGE):$(VERSION) $(IMAGE):dev
 
 ## test: everything CI checks; fails on the first failing step
 test: system-deps gofmt-check vet policy lint go-test

@@ -7,6 +7,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -44,12 +45,18 @@ func main() {
 
 // run executes the CLI with args and returns the process exit code.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return runContext(context.Background(), args, stdin, stdout, stderr)
+}
+
+// runContext is run with ctx as every command's context: the commands that
+// serve until SIGINT or SIGTERM (serve, dev, sim) also stop when ctx is done.
+func runContext(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRootCmd()
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.Execute()
+	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
 	}
@@ -72,7 +79,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(suggestFlag)
-	root.AddCommand(newRenderCmd(), newPolicyCmd(), newDemoCmd(), newDevCmd(), newServeCmd(), newTokenCmd(), newIsolationCmd(),
+	root.AddCommand(newRenderCmd(), newPolicyCmd(), newDemoCmd(), newDevCmd(), newServeCmd(), newSimCmd(), newTokenCmd(), newIsolationCmd(),
 		newSandboxCmd(), newHostCmd(), newStoreCmd(), newVersionCmd())
 	addVersionFlag(root)
 	setUsageTemplate(root)
