@@ -56,6 +56,9 @@ func (s *Server) Reconcile(ctx context.Context) error {
 		if _, busy := s.inflight.Load(r.ID); busy {
 			continue
 		}
+		if s.creatingElsewhere(r) {
+			continue
+		}
 		if !seen[r.JobID] {
 			// ListJobs may omit a job registered since; confirm before ending.
 			if _, err := s.cfg.Nomad.Job(ctx, r.JobID); !errors.Is(err, nomad.ErrNotFound) {
@@ -84,4 +87,15 @@ func (s *Server) Reconcile(ctx context.Context) error {
 func (s *Server) sandboxIDOf(jobID string) (string, bool) {
 	id, ok := strings.CutPrefix(jobID, s.cfg.Engine.Settings().Prefix)
 	return id, ok && id != ""
+}
+
+// creatingElsewhere reports a starting record that another replica of a
+// shared store may still be creating: its create's inflight mark is in
+// that replica's memory, not here, and its job may not be registered yet.
+// Such a record is left to the replica that reserved it (its placement
+// watcher settles it) until StartTimeout has passed since it was created;
+// after that, a starting record is one whose replica died mid-create, and
+// reconcile settles or ends it.
+func (s *Server) creatingElsewhere(r store.Sandbox) bool {
+	return s.lease.shared() && r.State == store.StateStarting && s.cfg.Now().Sub(r.CreatedAt) < s.cfg.StartTimeout
 }

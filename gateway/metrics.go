@@ -279,3 +279,29 @@ func (m *metrics) initRateLimited(t *limitTable) {
 }
 
 func (m *metrics) countRateLimited(class string) { m.rateLimited.WithLabelValues(class).Inc() }
+
+// registerLease adds the background lease's gauges: whether this replica
+// holds it (1) or not (0), and its epoch as this replica last saw it.
+// Summed over the replicas, the first is 1 while the deployment is well.
+func (m *metrics) registerLease(b *backgroundLease) error {
+	labels := prometheus.Labels{"replica": b.replica}
+	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sandgate_background_lease_held", ConstLabels: labels,
+		Help: "1 while this replica holds the background lease and runs the reaper, reconcile and the usage monitor; 0 otherwise.",
+	}, func() float64 {
+		if b.status().Held {
+			return 1
+		}
+		return 0
+	})
+	epoch := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sandgate_background_lease_epoch", ConstLabels: labels,
+		Help: "The background lease's epoch as this replica last saw it; it grows by one whenever the lease changes hands.",
+	}, func() float64 { return float64(b.status().Epoch) })
+	for _, c := range []prometheus.Collector{held, epoch} {
+		if err := m.reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -72,7 +72,9 @@ type readiness struct {
 }
 
 // readyz is 200 only when the store is open and Nomad answers; the checks
-// are at most readyCacheFor old.
+// are at most readyCacheFor old. It also names this replica and the one
+// that holds the background lease (a replica that does not hold it is
+// ready all the same: it serves the API).
 func (s *Server) readyz(c echo.Context) error {
 	ready, checks := s.readyChecks(c.Request().Context())
 	status := http.StatusOK
@@ -80,7 +82,8 @@ func (s *Server) readyz(c echo.Context) error {
 		status = http.StatusServiceUnavailable
 		c.Response().Header().Set("Retry-After", "5")
 	}
-	return c.JSON(status, map[string]any{"ready": ready, "checks": checks, "simulated": s.cfg.Simulated})
+	return c.JSON(status, map[string]any{"ready": ready, "checks": checks, "simulated": s.cfg.Simulated,
+		"background": s.lease.status()})
 }
 
 // readyChecks runs the checks, or returns the verdict of a run less than

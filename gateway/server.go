@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"os"
 	"sync"
 	"time"
 
@@ -142,6 +143,16 @@ type Config struct {
 	// RateLimitMaxKeys bounds the buckets held at once; past it, new
 	// principals or addresses of a class share one bucket. Default 100,000.
 	RateLimitMaxKeys int
+	// Replica names this gateway among the replicas of one deployment:
+	// in its decision-log lines, /readyz and the background lease.
+	// Default: the host name and the process id.
+	Replica string
+	// LeaseTTL is how long the background lease lasts without renewal on
+	// a store several replicas share; the holder renews it every quarter
+	// of it, so another replica takes over within 1.25 LeaseTTL of the
+	// holder's death. Default: two thirds of the shorter of ReaperInterval
+	// and ReclaimInterval, so that takeover happens within one interval.
+	LeaseTTL time.Duration
 }
 
 func (c *Config) defaults() {
@@ -186,6 +197,10 @@ func (c *Config) defaults() {
 	if c.Version == "" {
 		c.Version = "dev"
 	}
+	if c.Replica == "" {
+		c.Replica = DefaultReplica()
+	}
+	setDur(&c.LeaseTTL, 2*min(c.ReaperInterval, c.ReclaimInterval)/3)
 	c.Policy.defaults()
 }
 
@@ -211,6 +226,8 @@ func (c *Config) validate() error {
 		return errors.New("gateway: ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout must be positive")
 	case c.RateLimitWindow < time.Second:
 		return fmt.Errorf("gateway: RateLimitWindow %s is below 1 s", c.RateLimitWindow)
+	case c.LeaseTTL < 0:
+		return fmt.Errorf("gateway: LeaseTTL %s is negative", c.LeaseTTL)
 	case c.RateLimitMaxKeys < 1:
 		return fmt.Errorf("gateway: RateLimitMaxKeys %d is below 1", c.RateLimitMaxKeys)
 	}
@@ -239,6 +256,9 @@ type Server struct {
 	// apidoc is /openapi.json, built once per bundle generation.
 	apidoc apidoc.Cache
 
+	// lease decides whether this replica runs the background loops.
+	lease *backgroundLease
+
 	// inflight holds the ids of sandboxes whose create is between reserve
 	// and a settled placement: reconcile must not end them.
 	inflight sync.Map
@@ -257,12 +277,17 @@ func New(cfg Config) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel}
+	s.lease = newBackgroundLease(cfg.Store, cfg.Replica, cfg.LeaseTTL, cfg.Now)
 	m, err := newMetrics(cfg.Registry, cfg.Store)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
 	s.metrics = m
+	if err := m.registerLease(s.lease); err != nil {
+		cancel()
+		return nil, err
+	}
 	for _, r := range s.routes() {
 		m.routes[r.path] = true
 	}
@@ -384,4 +409,14 @@ func (s *Server) middleware(r route) []echo.MiddlewareFunc {
 		mw = append([]echo.MiddlewareFunc{s.filesLimits}, mw...)
 	}
 	return mw
+}
+
+// DefaultReplica names a replica by its host and process: unique among
+// the replicas of a deployment, and readable in a log line.
+func DefaultReplica() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "sandgate"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }

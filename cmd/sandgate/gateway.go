@@ -53,9 +53,13 @@ type gatewayOptions struct {
 	ReconcileInterval time.Duration
 	ReclaimInterval   time.Duration
 	Retention         time.Duration
-	StartTimeout      time.Duration
-	DecisionLogBytes  int64
-	DecisionLogKeep   int
+	// Replica names this gateway among several; LeaseTTL is the
+	// background lease's lifetime (zero: the gateway's defaults).
+	Replica          string
+	LeaseTTL         time.Duration
+	StartTimeout     time.Duration
+	DecisionLogBytes int64
+	DecisionLogKeep  int
 	// DecisionInputs keeps the masked inputs in the decision log.
 	DecisionInputs bool
 	// PolicyLimits bound dry runs and candidate replays (policy.evaluate,
@@ -169,6 +173,7 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 	cfg.Gateway = gateway.Config{
 		Logger: log, ReaperInterval: o.ReaperInterval, ReconcileInterval: o.ReconcileInterval,
 		ReclaimInterval: o.ReclaimInterval, Retention: o.Retention, StartTimeout: o.StartTimeout,
+		Replica: o.Replica, LeaseTTL: o.LeaseTTL,
 		Simulated: o.Simulated, Version: version, LogInputs: o.DecisionInputs, Policy: policyLimits, TrustedProxies: o.TrustedProxies,
 		ReadHeaderTimeout: o.HTTP.ReadHeader, ReadTimeout: o.HTTP.Read, WriteTimeout: o.HTTP.Write, IdleTimeout: o.HTTP.Idle,
 	}

@@ -123,6 +123,15 @@ type serveConfig struct {
 	ReconcileInterval duration `json:"reconcile_interval"`
 	// ReclaimInterval is the usage monitor's period (R2, R3; default "30s").
 	ReclaimInterval duration `json:"reclaim_interval"`
+	// Replica names this gateway among the replicas of one deployment
+	// (default: its host name and process id): in its decision-log lines,
+	// /readyz and the background lease.
+	Replica string `json:"replica"`
+	// LeaseTTL is how long the background lease (reaper, reconcile, usage
+	// monitor: one replica at a time on a postgres store) lasts without
+	// renewal (default: two thirds of the shorter of reaper_interval and
+	// reclaim_interval, so another replica takes over within one interval).
+	LeaseTTL duration `json:"lease_ttl"`
 	// Retention is how long ended and failed sandbox records are kept
 	// after they end (default "168h"; "-1s" keeps them forever). The
 	// decision log keeps the audit trail of pruned sandboxes.
@@ -273,6 +282,7 @@ func loadServeConfig(path string) (gatewayOptions, error) {
 		Policy: policy, WatchPolicy: watch, AcceptEscapes: c.Policy.AcceptEscapes, Nomad: nc,
 		ReaperInterval: time.Duration(c.ReaperInterval), ReconcileInterval: time.Duration(c.ReconcileInterval),
 		ReclaimInterval: time.Duration(c.ReclaimInterval), Retention: time.Duration(c.Retention),
+		Replica: c.Replica, LeaseTTL: time.Duration(c.LeaseTTL),
 		StartTimeout:     time.Duration(c.StartTimeout),
 		DecisionLogBytes: c.DecisionLog.MaxBytes, DecisionLogKeep: c.DecisionLog.Keep, DecisionInputs: c.DecisionLog.IncludeInputs,
 		PolicyLimits: gateway.PolicyLimits{

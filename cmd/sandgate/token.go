@@ -12,6 +12,7 @@ import (
 	"sandgate/gateway"
 	"sandgate/gateway/client"
 	"sandgate/gateway/token"
+	"sandgate/store"
 )
 
 func newTokenCmd() *cobra.Command {
@@ -30,11 +31,12 @@ while the gateway is stopped: sandgate token mint --offline --data DIR ...`,
 }
 
 // offlineOnly are the flags of an offline mint: they address the data dir.
-var offlineOnly = []string{"data", "key-file", "issuer", "audience", "policy-dir"}
+var offlineOnly = []string{"data", "key-file", "issuer", "audience", "policy-dir", "store"}
 
 type mintFlags struct {
 	role, subject, label                          string
 	dataDir, keyFile, issuer, audience, policyDir string
+	store                                         string
 	ttl                                           time.Duration
 	maxLive                                       int64
 	offline                                       bool
@@ -90,6 +92,7 @@ stop the gateway first. This is how the first operator token is made.`,
 	f.StringVar(&m.keyFile, "key-file", "", "with --offline: signing key (default <data>/signing.key)")
 	f.StringVar(&m.issuer, "issuer", "", "with --offline: iss claim (default sandgate)")
 	f.StringVar(&m.audience, "audience", "", "with --offline: aud claim (default sandgate-api)")
+	f.StringVar(&m.store, "store", "", "with --offline: the store to record it in, bolt:DIR or postgres:DSN (default: the data dir's bbolt file)")
 	addPolicyDirFlag(cmd, &m.policyDir)
 	return cmd
 }
@@ -150,7 +153,12 @@ func mintOffline(cmd *cobra.Command, m *mintFlags) error {
 	if err != nil {
 		return err
 	}
-	st, err := openStore(cmd.Context(), m.dataDir)
+	var st store.Store
+	if m.store == "" {
+		st, err = openStore(cmd.Context(), m.dataDir)
+	} else {
+		st, _, err = openNamedStore(cmd.Context(), m.store, false)
+	}
 	if err != nil {
 		return fmt.Errorf("%w (is a gateway running on this data dir? stop it first, or mint through it without --offline)", err)
 	}

@@ -84,6 +84,10 @@ func (g *Gateway) open(ctx context.Context, cfg Config) error {
 	if cfg.WrapStore != nil {
 		g.ServerStore = cfg.WrapStore(g.Store)
 	}
+	if cfg.Gateway.Replica == "" {
+		cfg.Gateway.Replica = gateway.DefaultReplica()
+	}
+	cfg.Audit.Replica = cfg.Gateway.Replica
 	if g.Decisions, err = audit.Open(cfg.Audit); err != nil {
 		return err
 	}

@@ -35,6 +35,10 @@ type Config struct {
 	MaxBytes int64
 	// Keep is how many rotated files (decisions.jsonl.1 ... .N) are kept; default 5.
 	Keep int
+	// Replica names the gateway writing the log: every line carries it
+	// (a line that names its own keeps it), so the lines of several
+	// replicas, shipped to one place, say where each decision was taken.
+	Replica string
 }
 
 // Log is a size-rotated JSON-lines file, safe for concurrent use. Every
@@ -84,6 +88,9 @@ func (l *Log) open() error {
 // Write appends one entry. An error means the entry was not recorded; the
 // caller must refuse the request it was deciding.
 func (l *Log) Write(e Entry) error {
+	if e.Replica == "" {
+		e.Replica = l.cfg.Replica
+	}
 	line, err := encodeLine(e)
 	if err != nil {
 		return err

@@ -17,6 +17,9 @@ type Decision struct {
 	Revision   string    `json:"bundle_revision"`
 	Allow      bool      `json:"allow"`
 	RuleIDs    []string  `json:"rule_ids"`
+	// Replica is the gateway that took the decision, among the replicas
+	// of one deployment.
+	Replica string `json:"replica,omitempty"`
 	// InputSHA is the hex SHA-256 of the input document's JSON.
 	InputSHA   string `json:"input_sha256"`
 	DurationUS int64  `json:"duration_us"`

@@ -1,0 +1,127 @@
+package gateway
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"sandgate/store"
+)
+
+// backgroundLeaseName is the lease whose holder runs the background loops
+// (reaper, reconcile, usage and disk monitor).
+const backgroundLeaseName = "background"
+
+// backgroundLease decides whether this replica runs the background loops.
+// On a store that several gateways share (a store.Leaser) the replicas
+// elect one holder through the store: the holder renews its lease every
+// quarter of its ttl, the others try to take it as often, so when the
+// holder dies or loses the database another takes over within 1.25 ttl.
+// On a store of its own a gateway always holds the lease.
+//
+// A replica trusts its lease until ttl after it last asked for it (its
+// own clock, measured from before the call): past that, without a
+// renewal, it stops acting even while the database is unreachable. Every
+// store write of a background pass also carries the lease (store.WithFence)
+// and is refused once another replica has taken it, so a replica whose
+// belief is stale cannot change a record.
+type backgroundLease struct {
+	leaser  store.Leaser // nil: the store serves this gateway alone
+	replica string
+	ttl     time.Duration
+	now     func() time.Time
+
+	mu         sync.Mutex
+	lease      store.Lease // as last seen: held by this replica or another
+	validUntil time.Time   // this replica's own lease is trusted until then
+	lastErr    error
+}
+
+func newBackgroundLease(st store.Store, replica string, ttl time.Duration, now func() time.Time) *backgroundLease {
+	b := &backgroundLease{replica: replica, ttl: ttl, now: now}
+	if l, ok := st.(store.Leaser); ok {
+		b.leaser = l
+	}
+	return b
+}
+
+// shared reports whether replicas elect a holder (false: this gateway
+// alone does the background work).
+func (b *backgroundLease) shared() bool { return b.leaser != nil }
+
+// refresh takes or renews the lease and reports whether this replica
+// holds it now, and whether it has just taken it (it did not before).
+func (b *backgroundLease) refresh(ctx context.Context) (held, taken bool) {
+	if b.leaser == nil {
+		return true, false
+	}
+	asked := b.now()
+	l, err := b.leaser.AcquireLease(ctx, backgroundLeaseName, b.replica, b.ttl)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	before := b.heldLocked(asked)
+	b.lastErr = err
+	if err == nil {
+		b.lease = l
+		if l.Holder == b.replica {
+			b.validUntil = asked.Add(b.ttl)
+		} else {
+			b.validUntil = time.Time{}
+		}
+	}
+	held = b.heldLocked(b.now())
+	return held, held && !before
+}
+
+func (b *backgroundLease) heldLocked(at time.Time) bool {
+	return b.lease.Holder == b.replica && at.Before(b.validUntil)
+}
+
+// fence returns ctx carrying this replica's lease, and whether it holds
+// one: a background pass runs only with ok, and with the returned ctx.
+func (b *backgroundLease) fence(ctx context.Context) (context.Context, bool) {
+	if b.leaser == nil {
+		return ctx, true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.heldLocked(b.now()) {
+		return ctx, false
+	}
+	return store.WithFence(ctx, b.lease), true
+}
+
+// release gives the lease up (at shutdown), so another replica takes it
+// at its next try instead of after the ttl.
+func (b *backgroundLease) release(ctx context.Context) error {
+	if b.leaser == nil {
+		return nil
+	}
+	b.mu.Lock()
+	b.validUntil = time.Time{}
+	b.mu.Unlock()
+	return b.leaser.ReleaseLease(ctx, backgroundLeaseName, b.replica)
+}
+
+// leaseStatus is what /readyz and the metrics say of the lease.
+type leaseStatus struct {
+	Replica string `json:"replica"`
+	// Holder is the replica that runs the background loops, as last
+	// seen; "" before the first election.
+	Holder string `json:"holder"`
+	// Held: this replica holds the lease now.
+	Held  bool  `json:"held"`
+	Epoch int64 `json:"epoch,omitempty"`
+	// Shared: the replicas of one store elect the holder; false for a
+	// gateway with a store of its own.
+	Shared bool `json:"shared"`
+}
+
+func (b *backgroundLease) status() leaseStatus {
+	if b.leaser == nil {
+		return leaseStatus{Replica: b.replica, Holder: b.replica, Held: true}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return leaseStatus{Replica: b.replica, Holder: b.lease.Holder, Held: b.heldLocked(b.now()), Epoch: b.lease.Epoch, Shared: true}
+}
