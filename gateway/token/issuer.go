@@ -20,8 +20,15 @@ type Config struct {
 	Issuer string
 	// Audience is the aud claim minted and required; must not be empty.
 	Audience string
-	// Key signs tokens; its public half verifies them. Required.
+	// Key signs tokens: it is the active key of the set, and its kid
+	// (KeyID) goes into every token's header. Its public half verifies
+	// them. Required.
 	Key ed25519.PrivateKey
+	// VerifyKeys are further keys whose tokens Verify accepts: a key being
+	// rotated in (not yet active everywhere) or out (its tokens not yet
+	// all expired). At most MaxKeys-1, none twice and none Key's own
+	// public half. nil: Key alone, a set of one.
+	VerifyKeys []ed25519.PublicKey
 	// Leeway is the clock skew tolerated on exp, nbf and iat, between 0 and
 	// MaxLeeway (DefaultConfig: 30s).
 	Leeway time.Duration
@@ -51,15 +58,32 @@ func (c Config) validate() error {
 		return errors.New("token: config: key's public half does not match its seed")
 	case c.Leeway < 0 || c.Leeway > MaxLeeway:
 		return fmt.Errorf("token: config: leeway %s outside 0..%s", c.Leeway, MaxLeeway)
+	case len(c.VerifyKeys) >= MaxKeys:
+		return fmt.Errorf("token: config: %d verification keys and the active one, at most %d: %w", len(c.VerifyKeys), MaxKeys, ErrKeySet)
+	}
+	seen := map[string]bool{PrivateKeyID(c.Key): true}
+	for _, pub := range c.VerifyKeys {
+		if len(pub) != ed25519.PublicKeySize {
+			return fmt.Errorf("token: config: verification key has %d bytes, want %d: %w", len(pub), ed25519.PublicKeySize, ErrKeySet)
+		}
+		kid := KeyID(pub)
+		if seen[kid] {
+			return fmt.Errorf("token: config: verification key %s given twice or equal to the active key: %w", kid, ErrKeySet)
+		}
+		seen[kid] = true
 	}
 	return nil
 }
 
-// Issuer mints and verifies tokens with one key. It is safe for concurrent
-// use.
+// Issuer mints tokens with its active key and verifies them with every key
+// of its set. It is safe for concurrent use.
 type Issuer struct {
-	cfg    Config
-	pub    ed25519.PublicKey
+	cfg Config
+	pub ed25519.PublicKey
+	kid string // the active key's, in every minted header
+	// keys are the set, the active key first; byKID indexes them.
+	keys   []verifier
+	byKID  map[string]ed25519.PublicKey
 	parser *jwt.Parser
 }
 
@@ -75,7 +99,14 @@ func New(cfg Config) (*Issuer, error) {
 	if !ok { // cannot happen for an ed25519.PrivateKey
 		return nil, errors.New("token: config: key has no Ed25519 public half")
 	}
-	i := &Issuer{cfg: cfg, pub: pub}
+	i := &Issuer{cfg: cfg, pub: pub, kid: KeyID(pub), byKID: map[string]ed25519.PublicKey{}}
+	i.keys = append(i.keys, verifier{kid: i.kid, pub: pub})
+	for _, v := range cfg.VerifyKeys {
+		i.keys = append(i.keys, verifier{kid: KeyID(v), pub: slices.Clone(v)})
+	}
+	for _, v := range i.keys {
+		i.byKID[v.kid] = v.pub
+	}
 	// The parser is built once and only read afterwards, so it is safe to
 	// share between goroutines.
 	i.parser = jwt.NewParser(
@@ -92,9 +123,23 @@ func New(cfg Config) (*Issuer, error) {
 	return i, nil
 }
 
-// PublicKey returns a copy of the key that verifies this Issuer's tokens.
+// PublicKey returns a copy of the active key's public half: the key that
+// verifies the tokens this Issuer mints.
 func (i *Issuer) PublicKey() ed25519.PublicKey {
 	return slices.Clone(i.pub)
+}
+
+// KeyID returns the active key's kid, the one in every token Mint signs.
+func (i *Issuer) KeyID() string { return i.kid }
+
+// KeyIDs returns the kids of every key Verify accepts, the active one
+// first.
+func (i *Issuer) KeyIDs() []string {
+	out := make([]string, len(i.keys))
+	for j, v := range i.keys {
+		out[j] = v.kid
+	}
+	return out
 }
 
 // MintRequest describes a token to mint.
@@ -134,7 +179,8 @@ func (r MintRequest) validate(now time.Time) error {
 	return nil
 }
 
-// Mint signs a new token for req and returns it with its claims: iss and aud
+// Mint signs a new token for req with the active key, whose kid it puts in
+// the header, and returns it with its claims: iss and aud
 // from the Config, a random 128-bit jti, iat = nbf = now and exp = now+TTL
 // (or req.ExpiresAt). Times are whole seconds, truncated, so a token never
 // outlives what was asked. A request Mint must refuse yields an error
@@ -173,7 +219,9 @@ func (i *Issuer) Mint(req MintRequest) (raw string, c Claims, err error) {
 	if len(req.Scopes) > 0 {
 		c.Scopes = slices.Clone(req.Scopes)
 	}
-	raw, err = jwt.NewWithClaims(jwt.SigningMethodEdDSA, c).SignedString(i.cfg.Key)
+	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c)
+	tok.Header["kid"] = i.kid
+	raw, err = tok.SignedString(i.cfg.Key)
 	if err != nil {
 		return "", Claims{}, fmt.Errorf("token: mint: sign: %w", err)
 	}
