@@ -15,6 +15,7 @@ package assemble
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -144,18 +145,42 @@ func (g *Gateway) Close() {
 }
 
 // OpenIssuer builds the token issuer of c alone: c.Token as it is when
-// its Key is set, else with the key loaded from c.KeyFile (by default
-// <DataDir>/signing.key) or, when no file is there, generated and written
-// 0600 (created is then true). `sandgate token mint --offline` mints with
-// it while no gateway runs. A key file with a looser mode or other content
-// is refused (token.ErrKeyPermissions, token.ErrKeyInvalid).
+// its Key is set; else with the key set of c.KeyDir (its "active" file
+// names the signing key) or of c.KeyFiles (c.ActiveKID names it); else
+// with the key loaded from c.KeyFile (by default <DataDir>/signing.key)
+// or, when no file is there, generated and written 0600 (created is then
+// true), a set of one. `sandgate token mint --offline` mints with it while
+// no gateway runs. A key file with a looser mode or other content is
+// refused (token.ErrKeyPermissions, token.ErrKeyInvalid), and so is a set
+// without a signing key or with an active kid none of its keys has
+// (token.ErrKeySet).
 func OpenIssuer(c Config) (iss *token.Issuer, created bool, err error) {
 	c = c.withDefaults()
 	if err := c.validateSigning(); err != nil {
 		return nil, false, err
 	}
 	tcfg := c.Token
-	if len(tcfg.Key) == 0 {
+	switch {
+	case len(tcfg.Key) != 0:
+	case c.KeyDir != "":
+		d, err := token.ReadKeyDir(c.KeyDir)
+		if err != nil {
+			return nil, false, fmt.Errorf("signing key dir %s: %w", c.KeyDir, err)
+		}
+		if tcfg.Key, tcfg.VerifyKeys, err = d.Select(); err != nil {
+			return nil, false, fmt.Errorf("signing key dir %s: %w", c.KeyDir, err)
+		}
+	case len(c.KeyFiles) != 0:
+		keys := make([]ed25519.PrivateKey, len(c.KeyFiles))
+		for i, f := range c.KeyFiles {
+			if keys[i], err = token.LoadKey(f); err != nil {
+				return nil, false, fmt.Errorf("signing key files: %w", err)
+			}
+		}
+		if tcfg.Key, tcfg.VerifyKeys, err = token.SelectActive(keys, c.ActiveKID); err != nil {
+			return nil, false, fmt.Errorf("signing key files (ActiveKID %q): %w", c.ActiveKID, err)
+		}
+	default:
 		if tcfg.Key, created, err = token.LoadOrCreateKey(c.KeyFile); err != nil {
 			return nil, false, fmt.Errorf("signing key %s: %w", c.KeyFile, err)
 		}
