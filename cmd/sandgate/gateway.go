@@ -30,13 +30,15 @@ import (
 // gatewayOptions is everything `dev` and `serve` turn their flags and
 // config file into.
 type gatewayOptions struct {
-	Listen         string
-	TLSCert        string
-	TLSKey         string
-	DataDir        string
-	SigningKeyFile string // default <data>/signing.key
-	Issuer         string
-	Audience       string
+	Listen  string
+	TLSCert string
+	TLSKey  string
+	DataDir string
+	// Keys are where the token signing keys come from (default
+	// <data>/signing.key).
+	Keys     signingKeys
+	Issuer   string
+	Audience string
 	// Policy is where the bundle comes from (a directory, a signed bundle
 	// file, or the embedded bundle when empty).
 	Policy policies.Config
@@ -90,12 +92,23 @@ func (o gatewayOptions) listenHint() string {
 	return "choose another address"
 }
 
+// signingKeys say where the token signing keys come from: one file (""
+// is <data>/signing.key, created when absent), a key directory, or key
+// files with the kid of the one that signs (assemble.Config KeyFile,
+// KeyDir, KeyFiles, ActiveKID).
+type signingKeys struct {
+	File      string
+	Dir       string
+	Files     []string
+	ActiveKID string
+}
+
 // dataConfig is the gateway's config with the data dir's store and
-// signing key, as `serve`, `dev` and `token mint --offline` open them;
+// signing keys, as `serve`, `dev` and `token mint --offline` open them;
 // issuer and audience "" keep the token defaults.
-func dataConfig(dataDir, keyFile, issuer, audience string) assemble.Config {
+func dataConfig(dataDir string, keys signingKeys, issuer, audience string) assemble.Config {
 	c := assemble.DefaultConfig()
-	c.DataDir, c.KeyFile = dataDir, keyFile
+	c.DataDir, c.KeyFile, c.KeyDir, c.KeyFiles, c.ActiveKID = dataDir, keys.File, keys.Dir, keys.Files, keys.ActiveKID
 	if issuer != "" {
 		c.Token.Issuer = issuer
 	}
@@ -105,14 +118,14 @@ func dataConfig(dataDir, keyFile, issuer, audience string) assemble.Config {
 	return c
 }
 
-// openIssuer loads (or creates) the signing key and builds the token issuer.
-func openIssuer(dataDir, keyFile, issuer, audience string) (*token.Issuer, bool, error) {
-	return assemble.OpenIssuer(dataConfig(dataDir, keyFile, issuer, audience))
+// openIssuer loads (or creates) the signing keys and builds the token issuer.
+func openIssuer(dataDir string, keys signingKeys, issuer, audience string) (*token.Issuer, bool, error) {
+	return assemble.OpenIssuer(dataConfig(dataDir, keys, issuer, audience))
 }
 
 // openStore opens the data dir's store.
 func openStore(ctx context.Context, dataDir string) (store.Store, error) {
-	return assemble.OpenStore(ctx, dataConfig(dataDir, "", "", ""))
+	return assemble.OpenStore(ctx, dataConfig(dataDir, signingKeys{}, "", ""))
 }
 
 // runGateway compiles the engine (with the escape audit), builds the
@@ -152,7 +165,7 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("policy bundle: %w", err)
 	}
-	cfg := dataConfig(o.DataDir, o.SigningKeyFile, o.Issuer, o.Audience)
+	cfg := dataConfig(o.DataDir, o.Keys, o.Issuer, o.Audience)
 	cfg.Engine = engine
 	cfg.Audit = audit.Config{MaxBytes: o.DecisionLogBytes, Keep: o.DecisionLogKeep}
 	cfg.Nomad, cfg.ObserveNomad = o.Nomad, true
@@ -172,6 +185,7 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 	}
 	defer g.Close()
 	srv := g.Server
+	log.Info("token signing keys loaded", "active_kid", g.Issuer.KeyID(), "kids", g.Issuer.KeyIDs())
 	// Nodes of the configuration are enrolled through the hosts decision,
 	// like an operator's PUT: a control plane (P2) or an egress node without
 	// the isolation bundle (I5) stops the start with the rule that refused.

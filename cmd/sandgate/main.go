@@ -72,7 +72,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(suggestFlag)
-	root.AddCommand(newRenderCmd(), newPolicyCmd(), newDemoCmd(), newDevCmd(), newServeCmd(), newTokenCmd(), newIsolationCmd(),
+	root.AddCommand(newRenderCmd(), newPolicyCmd(), newDemoCmd(), newDevCmd(), newServeCmd(), newTokenCmd(), newKeyCmd(), newIsolationCmd(),
 		newSandboxCmd(), newHostCmd(), newVersionCmd())
 	addVersionFlag(root)
 	setUsageTemplate(root)
