@@ -226,7 +226,8 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	reloads := reloadPolicy(runCtx, hup, engine, o.Policy, o.WatchPolicy, srv, log)
+	// SIGHUP reloads the signing keys, then the bundle.
+	reloads := reloadPolicy(runCtx, reloadKeysOnHUP(runCtx, hup, cfg, g.Issuer, log), engine, o.Policy, o.WatchPolicy, srv, log)
 	loops := make(chan struct{})
 	go func() { srv.Run(runCtx); close(loops) }()
 	serveErr := make(chan error, 1)
@@ -248,6 +249,36 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 	<-loops
 	<-reloads
 	return nil
+}
+
+// reloadKeysOnHUP reloads the token signing keys of a signing_key_dir or
+// signing_key_files (assemble.ReloadKeys) on every signal received on hup
+// until ctx is done, and then passes the signal on, on the channel it
+// returns, to the bundle's reload. A set that cannot be read or used is
+// logged and the old one verifies on; keys from one signing_key_file are
+// not reloaded (another key there is a restart).
+func reloadKeysOnHUP(ctx context.Context, hup <-chan os.Signal, cfg assemble.Config, iss *token.Issuer, log *slog.Logger) <-chan os.Signal {
+	out := make(chan os.Signal, 1)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case sig := <-hup:
+				switch ok, err := assemble.ReloadKeys(cfg, iss); {
+				case err != nil:
+					log.Error("token signing keys refused; the old set verifies on", "reason", err.Error(), "active_kid", iss.KeyID())
+				case ok:
+					log.Info("token signing keys reloaded", "cause", "SIGHUP", "active_kid", iss.KeyID(), "kids", iss.KeyIDs())
+				}
+				select {
+				case out <- sig:
+				default: // a reload is already pending; it reads the bundle anew
+				}
+			}
+		}
+	}()
+	return out
 }
 
 // reloadPolicy reloads the bundle on SIGHUP (received on hup) and, with watchFiles, when

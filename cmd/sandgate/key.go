@@ -17,14 +17,15 @@ func newKeyCmd() *cobra.Command {
 		Short: "Manage the token signing keys of a key directory (signing_key_dir)",
 		Long: `Manage a key directory: the token signing keys of a gateway configured with
 signing_key_dir. Every key in it verifies tokens; the one its "active" file
-names signs them. A gateway reads the directory when it starts; restart every
-gateway on it after a change (copies of one directory on every replica).
+names signs them. A gateway reads the directory when it starts and on SIGHUP:
+after a change, send every gateway on it SIGHUP or restart it (copies of one
+directory on every replica).
 
 Rotate without refusing a live token (docs/runbook.md, "Rotate the signing key"):
-  1. sandgate key generate --dir DIR       the new key verifies; restart every replica
-  2. sandgate key activate --dir DIR KID   the new key signs; restart every replica
+  1. sandgate key generate --dir DIR       the new key verifies; reload every replica
+  2. sandgate key activate --dir DIR KID   the new key signs; reload every replica
   3. sandgate key retire --dir DIR OLDKID  once the old key's tokens have expired
-     (sandgate key list says when); restart every replica`,
+     (sandgate key list says when); reload every replica`,
 	}
 	cmd.AddCommand(newKeyGenerateCmd(), newKeyListCmd(), newKeyActivateCmd(), newKeyRetireCmd())
 	return cmd
@@ -66,9 +67,9 @@ leaked, since a replica that does not know the key yet refuses its tokens.`,
 			case first:
 				fmt.Fprintf(w, "wrote %s; the directory's first key, it is active\n", k.Path)
 			case activate:
-				fmt.Fprintf(w, "wrote %s and made it active; restart every gateway on %s\n", k.Path, dir)
+				fmt.Fprintf(w, "wrote %s and made it active; reload (SIGHUP) every gateway on %s\n", k.Path, dir)
 			default:
-				fmt.Fprintf(w, "wrote %s; it verifies, and signs once activated: restart every gateway on %s, then sandgate key activate --dir %s %s\n",
+				fmt.Fprintf(w, "wrote %s; it verifies, and signs once activated: reload (SIGHUP) every gateway on %s, then sandgate key activate --dir %s %s\n",
 					k.Path, dir, dir, k.KID)
 			}
 			return nil
@@ -203,8 +204,8 @@ func newKeyActivateCmd() *cobra.Command {
 		Short: "Make a key of a key directory the one that signs",
 		Long: `Make the key KID of DIR the one that signs new tokens; the others keep
 verifying. Activate a key only once every gateway knows it (generated into each
-replica's copy of DIR and restarted), or a replica that does not refuses the
-tokens the others sign. Then restart every gateway on DIR.`,
+replica's copy of DIR and reloaded), or a replica that does not refuses the
+tokens the others sign. Then reload (SIGHUP) every gateway on DIR.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dir == "" {
@@ -213,7 +214,7 @@ tokens the others sign. Then restart every gateway on DIR.`,
 			if err := token.Activate(dir, args[0]); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s is the active key of %s; restart every gateway on it\n", args[0], dir)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s is the active key of %s; reload (SIGHUP) every gateway on it\n", args[0], dir)
 			return nil
 		},
 	}
@@ -227,7 +228,7 @@ func newKeyRetireCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "retire --dir DIR KID [--force]",
 		Short: "Delete a key of a key directory: the tokens it signed are refused",
-		Long: `Delete the key KID from DIR. Once the gateways on DIR restart, every token it
+		Long: `Delete the key KID from DIR. Once the gateways on DIR reload, every token it
 signed is refused. The active key cannot be retired. A key that signed within
 the longest token lifetime (sandgate key list) is refused too unless --force:
 use it to retire a key that leaked, and mint new tokens for its holders.`,
@@ -255,7 +256,7 @@ use it to retire a key that leaked, and mint new tokens for its holders.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "retired %s: deleted %s; restart every gateway on %s, and its tokens are refused\n", kid, k.Path, f.dir)
+			fmt.Fprintf(cmd.OutOrStdout(), "retired %s: deleted %s; reload (SIGHUP) every gateway on %s, and its tokens are refused\n", kid, k.Path, f.dir)
 			return nil
 		},
 	}

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"sandgate/gateway/assemble"
 	"sandgate/gateway/token"
 )
 
@@ -177,5 +181,56 @@ func TestTheKeyCommandsRefuse(t *testing.T) {
 				t.Fatalf("exit %d stdout %q stderr %q, want %q", code, out, stderr, tc.want)
 			}
 		})
+	}
+}
+
+// SIGHUP reloads a key directory: the new active key signs, a directory
+// that no longer makes a set is logged and the old set verifies on, and
+// every signal is passed on to the bundle's reload.
+func TestSIGHUPReloadsTheKeyDir(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "keys")
+	a, err := token.CreateKey(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := token.Activate(dir, a.KID); err != nil {
+		t.Fatal(err)
+	}
+	cfg := dataConfig(t.TempDir(), signingKeys{Dir: dir}, "", "")
+	iss, _, err := assemble.OpenIssuer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer // written before the signal is passed on, read after
+	hup := make(chan os.Signal, 1)
+	next := reloadKeysOnHUP(t.Context(), hup, cfg, iss, slog.New(slog.NewTextHandler(&logs, nil)))
+	sighup := func() {
+		t.Helper()
+		hup <- syscall.SIGHUP
+		select {
+		case <-next:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the SIGHUP was not passed on")
+		}
+	}
+
+	b, err := token.CreateKey(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := token.Activate(dir, b.KID); err != nil {
+		t.Fatal(err)
+	}
+	sighup()
+	if iss.KeyID() != b.KID || !strings.Contains(logs.String(), "token signing keys reloaded") {
+		t.Fatalf("after SIGHUP: signs with %s; log %s", iss.KeyID(), logs.String())
+	}
+	if err := os.WriteFile(filepath.Join(dir, token.ActiveFile), []byte("no-such-kid\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sighup()
+	if iss.KeyID() != b.KID || !strings.Contains(logs.String(), "token signing keys refused; the old set verifies on") {
+		t.Fatalf("after a bad SIGHUP: signs with %s; log %s", iss.KeyID(), logs.String())
 	}
 }

@@ -37,7 +37,8 @@ type serveConfig struct {
 	SigningKeyFile string `json:"signing_key_file"`
 	// SigningKeyDir is a key directory instead (`sandgate key`): every
 	// *.pem key in it verifies tokens, the one its "active" file names
-	// signs them. Never created. Replicas share copies of it.
+	// signs them. Never created; read again on SIGHUP. Replicas share
+	// copies of it.
 	SigningKeyDir string `json:"signing_key_dir"`
 	// SigningKeyFiles are key files instead, each verifying tokens;
 	// SigningKeyActiveKID is the kid of the one that signs (`sandgate key

@@ -165,3 +165,64 @@ func TestAKeyDirIsNeverCreatedAndAStartWithoutItWritesNothing(t *testing.T) {
 		})
 	}
 }
+
+func TestReloadKeysFollowsTheKeyDir(t *testing.T) {
+	t.Parallel()
+	dir, keys := keyDir(t, 1, 0)
+	c := config(t, t.TempDir())
+	c.KeyDir = dir
+	g := open(t, c)
+	tokA := mintWith(t, g.Issuer)
+
+	b, err := token.CreateKey(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := token.Activate(dir, b.KID); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := assemble.ReloadKeys(c, g.Issuer); !ok || err != nil {
+		t.Fatalf("ReloadKeys = %v, %v", ok, err)
+	}
+	if g.Issuer.KeyID() != b.KID {
+		t.Fatalf("after the reload the gateway signs with %s, want %s", g.Issuer.KeyID(), b.KID)
+	}
+	if _, err := g.Issuer.Verify(tokA); err != nil {
+		t.Errorf("A's token after B became active: %v", err)
+	}
+
+	// A directory that no longer makes a set leaves the old one serving.
+	if err := os.Remove(filepath.Join(dir, token.ActiveFile)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := assemble.ReloadKeys(c, g.Issuer); ok || !errors.Is(err, token.ErrKeySet) {
+		t.Fatalf("ReloadKeys without an active file = %v, %v; want ErrKeySet", ok, err)
+	}
+	if g.Issuer.KeyID() != b.KID || len(g.Issuer.KeyIDs()) != 2 {
+		t.Fatalf("a refused reload changed the set: %s %v", g.Issuer.KeyID(), g.Issuer.KeyIDs())
+	}
+
+	// Retired: A's token is refused from the reload on.
+	if err := token.Activate(dir, b.KID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := token.Retire(dir, keys[0].KID); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := assemble.ReloadKeys(c, g.Issuer); !ok || err != nil {
+		t.Fatalf("ReloadKeys = %v, %v", ok, err)
+	}
+	if _, err := g.Issuer.Verify(tokA); !errors.Is(err, token.ErrInvalid) {
+		t.Errorf("A's token after A was retired: %v, want ErrInvalid", err)
+	}
+
+	// A single key file, or Token.Key, has nothing to reload.
+	single := config(t, t.TempDir())
+	iss, _, err := assemble.OpenIssuer(single)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := assemble.ReloadKeys(single, iss); ok || err != nil {
+		t.Errorf("ReloadKeys of a key file = %v, %v; want nothing done", ok, err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -52,38 +53,17 @@ func (c Config) validate() error {
 		return errors.New("token: config: empty issuer")
 	case c.Audience == "":
 		return errors.New("token: config: empty audience")
-	case len(c.Key) != ed25519.PrivateKeySize:
-		return fmt.Errorf("token: config: key has %d bytes, want an Ed25519 private key of %d", len(c.Key), ed25519.PrivateKeySize)
-	case !ed25519.NewKeyFromSeed(c.Key.Seed()).Equal(c.Key):
-		return errors.New("token: config: key's public half does not match its seed")
 	case c.Leeway < 0 || c.Leeway > MaxLeeway:
 		return fmt.Errorf("token: config: leeway %s outside 0..%s", c.Leeway, MaxLeeway)
-	case len(c.VerifyKeys) >= MaxKeys:
-		return fmt.Errorf("token: config: %d verification keys and the active one, at most %d: %w", len(c.VerifyKeys), MaxKeys, ErrKeySet)
-	}
-	seen := map[string]bool{PrivateKeyID(c.Key): true}
-	for _, pub := range c.VerifyKeys {
-		if len(pub) != ed25519.PublicKeySize {
-			return fmt.Errorf("token: config: verification key has %d bytes, want %d: %w", len(pub), ed25519.PublicKeySize, ErrKeySet)
-		}
-		kid := KeyID(pub)
-		if seen[kid] {
-			return fmt.Errorf("token: config: verification key %s given twice or equal to the active key: %w", kid, ErrKeySet)
-		}
-		seen[kid] = true
 	}
 	return nil
 }
 
 // Issuer mints tokens with its active key and verifies them with every key
-// of its set. It is safe for concurrent use.
+// of its set; SetKeys replaces the set. It is safe for concurrent use.
 type Issuer struct {
-	cfg Config
-	pub ed25519.PublicKey
-	kid string // the active key's, in every minted header
-	// keys are the set, the active key first; byKID indexes them.
-	keys   []verifier
-	byKID  map[string]ed25519.PublicKey
+	cfg    Config
+	keys   atomic.Pointer[keySet]
 	parser *jwt.Parser
 }
 
@@ -92,21 +72,17 @@ func New(cfg Config) (*Issuer, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	ks, err := newKeySet(cfg.Key, cfg.VerifyKeys)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	pub, ok := cfg.Key.Public().(ed25519.PublicKey)
-	if !ok { // cannot happen for an ed25519.PrivateKey
-		return nil, errors.New("token: config: key has no Ed25519 public half")
-	}
-	i := &Issuer{cfg: cfg, pub: pub, kid: KeyID(pub), byKID: map[string]ed25519.PublicKey{}}
-	i.keys = append(i.keys, verifier{kid: i.kid, pub: pub})
-	for _, v := range cfg.VerifyKeys {
-		i.keys = append(i.keys, verifier{kid: KeyID(v), pub: slices.Clone(v)})
-	}
-	for _, v := range i.keys {
-		i.byKID[v.kid] = v.pub
-	}
+	// The keys live in i.keys alone, so SetKeys replaces them everywhere.
+	cfg.Key, cfg.VerifyKeys = nil, nil
+	i := &Issuer{cfg: cfg}
+	i.keys.Store(ks)
 	// The parser is built once and only read afterwards, so it is safe to
 	// share between goroutines.
 	i.parser = jwt.NewParser(
@@ -123,20 +99,34 @@ func New(cfg Config) (*Issuer, error) {
 	return i, nil
 }
 
+// SetKeys replaces the key set, as Config.Key and Config.VerifyKeys give
+// it: from its return on, Mint signs with key and Verify accepts the
+// tokens of key and verify alone. A set New would refuse is refused
+// (ErrKeySet, or an error about key) and the old set stays.
+func (i *Issuer) SetKeys(key ed25519.PrivateKey, verify []ed25519.PublicKey) error {
+	ks, err := newKeySet(key, verify)
+	if err != nil {
+		return err
+	}
+	i.keys.Store(ks)
+	return nil
+}
+
 // PublicKey returns a copy of the active key's public half: the key that
 // verifies the tokens this Issuer mints.
 func (i *Issuer) PublicKey() ed25519.PublicKey {
-	return slices.Clone(i.pub)
+	return slices.Clone(i.keys.Load().pub)
 }
 
 // KeyID returns the active key's kid, the one in every token Mint signs.
-func (i *Issuer) KeyID() string { return i.kid }
+func (i *Issuer) KeyID() string { return i.keys.Load().kid }
 
 // KeyIDs returns the kids of every key Verify accepts, the active one
 // first.
 func (i *Issuer) KeyIDs() []string {
-	out := make([]string, len(i.keys))
-	for j, v := range i.keys {
+	ks := i.keys.Load()
+	out := make([]string, len(ks.all))
+	for j, v := range ks.all {
 		out[j] = v.kid
 	}
 	return out
@@ -219,9 +209,10 @@ func (i *Issuer) Mint(req MintRequest) (raw string, c Claims, err error) {
 	if len(req.Scopes) > 0 {
 		c.Scopes = slices.Clone(req.Scopes)
 	}
+	ks := i.keys.Load()
 	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c)
-	tok.Header["kid"] = i.kid
-	raw, err = tok.SignedString(i.cfg.Key)
+	tok.Header["kid"] = ks.kid
+	raw, err = tok.SignedString(ks.key)
 	if err != nil {
 		return "", Claims{}, fmt.Errorf("token: mint: sign: %w", err)
 	}

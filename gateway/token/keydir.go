@@ -237,7 +237,7 @@ func Activate(dir, kid string) error {
 }
 
 // Retire deletes the key kid's file from dir: tokens it signed are refused
-// from the next start of a gateway on dir. It refuses the active key
+// once a gateway on dir starts or reloads. It refuses the active key
 // (ErrKeyActive) and a kid none of dir's keys has (ErrKeySet), and returns
 // the key's file as it was.
 func Retire(dir, kid string) (DirKey, error) {

@@ -4,7 +4,9 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"slices"
 )
 
 // MaxKeys is the most keys an Issuer verifies with: the active key and
@@ -70,4 +72,49 @@ func SelectActive(keys []ed25519.PrivateKey, activeKID string) (active ed25519.P
 type verifier struct {
 	kid string
 	pub ed25519.PublicKey
+}
+
+// keySet is an Issuer's keys: key signs, every key of all verifies.
+type keySet struct {
+	key ed25519.PrivateKey
+	pub ed25519.PublicKey
+	kid string // the active key's, in every minted header
+	// all are the set, the active key first; byKID indexes them.
+	all   []verifier
+	byKID map[string]ed25519.PublicKey
+}
+
+// newKeySet checks and indexes the set of key (active) and verify. It
+// refuses a key that is no Ed25519 private key, and (ErrKeySet) more than
+// MaxKeys keys in all, a verification key of the wrong size and a key
+// given twice.
+func newKeySet(key ed25519.PrivateKey, verify []ed25519.PublicKey) (*keySet, error) {
+	switch {
+	case len(key) != ed25519.PrivateKeySize:
+		return nil, fmt.Errorf("token: config: key has %d bytes, want an Ed25519 private key of %d", len(key), ed25519.PrivateKeySize)
+	case !ed25519.NewKeyFromSeed(key.Seed()).Equal(key):
+		return nil, errors.New("token: config: key's public half does not match its seed")
+	case len(verify) >= MaxKeys:
+		return nil, fmt.Errorf("token: config: %d verification keys and the active one, at most %d: %w", len(verify), MaxKeys, ErrKeySet)
+	}
+	pub, ok := key.Public().(ed25519.PublicKey)
+	if !ok { // cannot happen for an ed25519.PrivateKey
+		return nil, errors.New("token: config: key has no Ed25519 public half")
+	}
+	ks := &keySet{key: slices.Clone(key), pub: pub, kid: KeyID(pub), byKID: map[string]ed25519.PublicKey{}}
+	ks.all = append(ks.all, verifier{kid: ks.kid, pub: pub})
+	ks.byKID[ks.kid] = pub
+	for _, v := range verify {
+		if len(v) != ed25519.PublicKeySize {
+			return nil, fmt.Errorf("token: config: verification key has %d bytes, want %d: %w", len(v), ed25519.PublicKeySize, ErrKeySet)
+		}
+		kid := KeyID(v)
+		if _, dup := ks.byKID[kid]; dup {
+			return nil, fmt.Errorf("token: config: verification key %s given twice or equal to the active key: %w", kid, ErrKeySet)
+		}
+		v = slices.Clone(v)
+		ks.all = append(ks.all, verifier{kid: kid, pub: v})
+		ks.byKID[kid] = v
+	}
+	return ks, nil
 }

@@ -180,3 +180,73 @@ func TestSelectActive(t *testing.T) {
 		})
 	}
 }
+
+func TestSetKeysReplacesTheSetAndKeepsItOnARefusal(t *testing.T) {
+	t.Parallel()
+	a, b := testKey(1), testKey(2)
+	pubA := a.Public().(ed25519.PublicKey)
+	iss := newSetIssuer(t, a)
+	tokA, _ := mint(t, iss, MintRequest{Role: RoleAgent, Subject: "agent:ci", TTL: time.Hour})
+
+	if err := iss.SetKeys(b, []ed25519.PublicKey{pubA}); err != nil {
+		t.Fatal(err)
+	}
+	tokB, _ := mint(t, iss, MintRequest{Role: RoleAgent, Subject: "agent:ci", TTL: time.Hour})
+	if iss.KeyID() != PrivateKeyID(b) || !iss.PublicKey().Equal(b.Public()) {
+		t.Fatalf("after SetKeys the signer is %s", iss.KeyID())
+	}
+	for _, raw := range []string{tokA, tokB} {
+		if _, err := iss.Verify(raw); err != nil {
+			t.Errorf("with {A, B}: %v", err)
+		}
+	}
+	// A refused set leaves {A, B} in place.
+	if err := iss.SetKeys(b, []ed25519.PublicKey{pubA, pubA}); !errors.Is(err, ErrKeySet) {
+		t.Fatalf("SetKeys with a key twice = %v, want ErrKeySet", err)
+	}
+	if err := iss.SetKeys(nil, nil); err == nil {
+		t.Fatal("SetKeys without a key was accepted")
+	}
+	if _, err := iss.Verify(tokA); err != nil || len(iss.KeyIDs()) != 2 {
+		t.Fatalf("a refused SetKeys changed the set: %v %v", err, iss.KeyIDs())
+	}
+	// A retired.
+	if err := iss.SetKeys(b, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err := iss.Verify(tokA)
+	checkVerifyError(t, err, ErrInvalid, tokA)
+	if _, err := iss.Verify(tokB); err != nil {
+		t.Errorf("B's token after A was retired: %v", err)
+	}
+}
+
+func TestSetKeysWhileVerifying(t *testing.T) {
+	t.Parallel()
+	a, b := testKey(1), testKey(2)
+	iss := newSetIssuer(t, a, b)
+	tokA, _ := mint(t, iss, MintRequest{Role: RoleAgent, Subject: "agent:ci", TTL: time.Hour})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for j := range 200 {
+			active, other := a, b
+			if j%2 == 1 {
+				active, other = b, a
+			}
+			if err := iss.SetKeys(active, []ed25519.PublicKey{other.Public().(ed25519.PublicKey)}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for range 200 {
+		if _, err := iss.Verify(tokA); err != nil {
+			t.Fatalf("A's token while the set flips between {A, B} and {B, A}: %v", err)
+		}
+		if _, _, err := iss.Mint(MintRequest{Role: RoleAgent, Subject: "a", TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+}

@@ -41,7 +41,9 @@ func (i *Issuer) Verify(raw string) (Claims, error) {
 		return Claims{}, err
 	}
 	var c Claims
-	tok, err := i.parser.ParseWithClaims(raw, &c, i.keyFunc)
+	// One set for the whole verification, even if SetKeys runs meanwhile.
+	ks := i.keys.Load()
+	tok, err := i.parser.ParseWithClaims(raw, &c, ks.keyFunc)
 	if err != nil {
 		return Claims{}, i.classify(err, tok, &c)
 	}
@@ -110,7 +112,7 @@ func wellFormed(raw string) error {
 // second, independent check that the algorithm is EdDSA (WithValidMethods
 // is the first). Without a kid it hands over the whole set, active key
 // first, and the parser tries each.
-func (i *Issuer) keyFunc(t *jwt.Token) (any, error) {
+func (ks *keySet) keyFunc(t *jwt.Token) (any, error) {
 	if _, ok := t.Method.(*jwt.SigningMethodEd25519); !ok {
 		return nil, jwt.ErrTokenSignatureInvalid
 	}
@@ -119,17 +121,17 @@ func (i *Issuer) keyFunc(t *jwt.Token) (any, error) {
 	}
 	if v, ok := t.Header["kid"]; ok {
 		kid, _ := v.(string)
-		pub, known := i.byKID[kid]
+		pub, known := ks.byKID[kid]
 		if !known {
 			return nil, errUnknownKID
 		}
 		return pub, nil
 	}
-	if len(i.keys) == 1 {
-		return i.pub, nil
+	if len(ks.all) == 1 {
+		return ks.pub, nil
 	}
-	set := jwt.VerificationKeySet{Keys: make([]jwt.VerificationKey, len(i.keys))}
-	for j, v := range i.keys {
+	set := jwt.VerificationKeySet{Keys: make([]jwt.VerificationKey, len(ks.all))}
+	for j, v := range ks.all {
 		set.Keys[j] = v.pub
 	}
 	return set, nil
