@@ -46,8 +46,9 @@ type Config struct {
 
 	// Token is the issuer's config (token.DefaultConfig: issuer
 	// "sandgate", audience "sandgate-api", a 30 s leeway). Its Key, when
-	// set, signs as it is and no key file is read or written; when empty
-	// the key is loaded from KeyFile.
+	// set, signs as it is, with its VerifyKeys verifying too, and no key
+	// file is read or written; when empty the keys come from KeyDir,
+	// KeyFiles or KeyFile, and VerifyKeys must be empty.
 	Token token.Config
 	// KeyFile is the signing key's file, loaded or, when absent, created
 	// (token.LoadOrCreateKey): a key set of one. "" is
