@@ -30,13 +30,15 @@ import (
 // gatewayOptions is everything `dev` and `serve` turn their flags and
 // config file into.
 type gatewayOptions struct {
-	Listen         string
-	TLSCert        string
-	TLSKey         string
-	DataDir        string
-	SigningKeyFile string // default <data>/signing.key
-	Issuer         string
-	Audience       string
+	Listen  string
+	TLSCert string
+	TLSKey  string
+	DataDir string
+	// Keys are where the token signing keys come from (default
+	// <data>/signing.key).
+	Keys     signingKeys
+	Issuer   string
+	Audience string
 	// Policy is where the bundle comes from (a directory, a signed bundle
 	// file, or the embedded bundle when empty).
 	Policy policies.Config
@@ -97,12 +99,23 @@ func (o gatewayOptions) listenHint() string {
 	return "choose another address"
 }
 
+// signingKeys say where the token signing keys come from: one file (""
+// is <data>/signing.key, created when absent), a key directory, or key
+// files with the kid of the one that signs (assemble.Config KeyFile,
+// KeyDir, KeyFiles, ActiveKID).
+type signingKeys struct {
+	File      string
+	Dir       string
+	Files     []string
+	ActiveKID string
+}
+
 // dataConfig is the gateway's config with the data dir's store and
-// signing key, as `serve`, `dev` and `token mint --offline` open them;
+// signing keys, as `serve`, `dev` and `token mint --offline` open them;
 // issuer and audience "" keep the token defaults.
-func dataConfig(dataDir, keyFile, issuer, audience string) assemble.Config {
+func dataConfig(dataDir string, keys signingKeys, issuer, audience string) assemble.Config {
 	c := assemble.DefaultConfig()
-	c.DataDir, c.KeyFile = dataDir, keyFile
+	c.DataDir, c.KeyFile, c.KeyDir, c.KeyFiles, c.ActiveKID = dataDir, keys.File, keys.Dir, keys.Files, keys.ActiveKID
 	if issuer != "" {
 		c.Token.Issuer = issuer
 	}
@@ -112,14 +125,14 @@ func dataConfig(dataDir, keyFile, issuer, audience string) assemble.Config {
 	return c
 }
 
-// openIssuer loads (or creates) the signing key and builds the token issuer.
-func openIssuer(dataDir, keyFile, issuer, audience string) (*token.Issuer, bool, error) {
-	return assemble.OpenIssuer(dataConfig(dataDir, keyFile, issuer, audience))
+// openIssuer loads (or creates) the signing keys and builds the token issuer.
+func openIssuer(dataDir string, keys signingKeys, issuer, audience string) (*token.Issuer, bool, error) {
+	return assemble.OpenIssuer(dataConfig(dataDir, keys, issuer, audience))
 }
 
 // openStore opens the data dir's store.
 func openStore(ctx context.Context, dataDir string) (store.Store, error) {
-	return assemble.OpenStore(ctx, dataConfig(dataDir, "", "", ""))
+	return assemble.OpenStore(ctx, dataConfig(dataDir, signingKeys{}, "", ""))
 }
 
 // runGateway compiles the engine (with the escape audit), builds the
@@ -159,7 +172,7 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("policy bundle: %w", err)
 	}
-	cfg := dataConfig(o.DataDir, o.SigningKeyFile, o.Issuer, o.Audience)
+	cfg := dataConfig(o.DataDir, o.Keys, o.Issuer, o.Audience)
 	if o.Store.Driver != "" {
 		cfg.Store = o.Store
 	}
@@ -183,6 +196,7 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 	}
 	defer g.Close()
 	srv := g.Server
+	log.Info("token signing keys loaded", "active_kid", g.Issuer.KeyID(), "kids", g.Issuer.KeyIDs())
 	// Nodes of the configuration are enrolled through the hosts decision,
 	// like an operator's PUT: a control plane (P2) or an egress node without
 	// the isolation bundle (I5) stops the start with the rule that refused.
@@ -223,7 +237,8 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	reloads := reloadPolicy(runCtx, hup, engine, o.Policy, o.WatchPolicy, srv, log)
+	// SIGHUP reloads the signing keys, then the bundle.
+	reloads := reloadPolicy(runCtx, reloadKeysOnHUP(runCtx, hup, cfg, g.Issuer, log), engine, o.Policy, o.WatchPolicy, srv, log)
 	loops := make(chan struct{})
 	go func() { srv.Run(runCtx); close(loops) }()
 	serveErr := make(chan error, 1)
@@ -245,6 +260,36 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 	<-loops
 	<-reloads
 	return nil
+}
+
+// reloadKeysOnHUP reloads the token signing keys of a signing_key_dir or
+// signing_key_files (assemble.ReloadKeys) on every signal received on hup
+// until ctx is done, and then passes the signal on, on the channel it
+// returns, to the bundle's reload. A set that cannot be read or used is
+// logged and the old one verifies on; keys from one signing_key_file are
+// not reloaded (another key there is a restart).
+func reloadKeysOnHUP(ctx context.Context, hup <-chan os.Signal, cfg assemble.Config, iss *token.Issuer, log *slog.Logger) <-chan os.Signal {
+	out := make(chan os.Signal, 1)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case sig := <-hup:
+				switch ok, err := assemble.ReloadKeys(cfg, iss); {
+				case err != nil:
+					log.Error("token signing keys refused; the old set verifies on", "reason", err.Error(), "active_kid", iss.KeyID())
+				case ok:
+					log.Info("token signing keys reloaded", "cause", "SIGHUP", "active_kid", iss.KeyID(), "kids", iss.KeyIDs())
+				}
+				select {
+				case out <- sig:
+				default: // a reload is already pending; it reads the bundle anew
+				}
+			}
+		}
+	}()
+	return out
 }
 
 // reloadPolicy reloads the bundle on SIGHUP (received on hup) and, with watchFiles, when

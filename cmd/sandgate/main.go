@@ -79,7 +79,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(suggestFlag)
-	root.AddCommand(newRenderCmd(), newPolicyCmd(), newDemoCmd(), newDevCmd(), newServeCmd(), newSimCmd(), newTokenCmd(), newIsolationCmd(),
+	root.AddCommand(newRenderCmd(), newPolicyCmd(), newDemoCmd(), newDevCmd(), newServeCmd(), newSimCmd(), newTokenCmd(), newKeyCmd(), newIsolationCmd(),
 		newSandboxCmd(), newHostCmd(), newStoreCmd(), newVersionCmd())
 	addVersionFlag(root)
 	setUsageTemplate(root)

@@ -56,6 +56,16 @@ type serveConfig struct {
 	// SigningKeyFile is the Ed25519 token signing key (PKCS#8 PEM, mode
 	// 0600); created on first start when absent. Default <data_dir>/signing.key.
 	SigningKeyFile string `json:"signing_key_file"`
+	// SigningKeyDir is a key directory instead (`sandgate key`): every
+	// *.pem key in it verifies tokens, the one its "active" file names
+	// signs them. Never created; read again on SIGHUP. Replicas share
+	// copies of it.
+	SigningKeyDir string `json:"signing_key_dir"`
+	// SigningKeyFiles are key files instead, each verifying tokens;
+	// SigningKeyActiveKID is the kid of the one that signs (`sandgate key
+	// list`), required with more than one file.
+	SigningKeyFiles     []string `json:"signing_key_files"`
+	SigningKeyActiveKID string   `json:"signing_key_active_kid"`
 	// TokenIssuer and TokenAudience are the iss and aud of every token.
 	TokenIssuer   string `json:"token_issuer"`
 	TokenAudience string `json:"token_audience"`
@@ -235,6 +245,15 @@ func loadServeConfig(path string) (gatewayOptions, error) {
 			problems = append(problems, d.name+" must be positive (or absent for its default)")
 		}
 	}
+	if n := countSet(c.SigningKeyFile != "", c.SigningKeyDir != "", len(c.SigningKeyFiles) > 0); n > 1 {
+		problems = append(problems, "signing_key_file, signing_key_dir and signing_key_files: give one")
+	}
+	if c.SigningKeyActiveKID != "" && len(c.SigningKeyFiles) == 0 {
+		problems = append(problems, "signing_key_active_kid picks one of signing_key_files, and none is given (a signing_key_dir names its active key in its \"active\" file)")
+	}
+	if len(c.SigningKeyFiles) > 1 && c.SigningKeyActiveKID == "" {
+		problems = append(problems, "signing_key_files has several keys: signing_key_active_kid must name the one that signs (sandgate key list shows kids)")
+	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		problems = append(problems, "tls.cert_file and tls.key_file go together")
 	}
@@ -278,7 +297,8 @@ func loadServeConfig(path string) (gatewayOptions, error) {
 	watch := c.Policy.Watch == nil || *c.Policy.Watch
 	o = gatewayOptions{
 		Listen: c.Listen, ListenHint: "is another gateway running? Set another address in the config file's listen field", TLSCert: c.TLS.CertFile, TLSKey: c.TLS.KeyFile, DataDir: c.DataDir,
-		SigningKeyFile: c.SigningKeyFile, Issuer: c.TokenIssuer, Audience: c.TokenAudience,
+		Keys:   signingKeys{File: c.SigningKeyFile, Dir: c.SigningKeyDir, Files: c.SigningKeyFiles, ActiveKID: c.SigningKeyActiveKID},
+		Issuer: c.TokenIssuer, Audience: c.TokenAudience,
 		Policy: policy, WatchPolicy: watch, AcceptEscapes: c.Policy.AcceptEscapes, Nomad: nc,
 		ReaperInterval: time.Duration(c.ReaperInterval), ReconcileInterval: time.Duration(c.ReconcileInterval),
 		ReclaimInterval: time.Duration(c.ReclaimInterval), Retention: time.Duration(c.Retention),
@@ -358,6 +378,17 @@ func (c serveConfig) storeConfig() (assemble.StoreConfig, []string) {
 	sc.Postgres.StatementTimeout = time.Duration(c.Store.StatementTimeout)
 	sc.Postgres.ConnectTimeout = time.Duration(c.Store.ConnectTimeout)
 	return sc, problems
+}
+
+// countSet counts the true values.
+func countSet(set ...bool) int {
+	n := 0
+	for _, b := range set {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 func newServeCmd() *cobra.Command {

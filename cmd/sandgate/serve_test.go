@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -85,6 +86,12 @@ func TestServeConfigIsReadStrictly(t *testing.T) {
 		{"a DSN and a DSN file", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"store":{"driver":"postgres","dsn":"postgres://db/s","dsn_file":"/nonexistent"}}`, "store.dsn and store.dsn_file: give one"},
 		{"a negative statement timeout", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"store":{"driver":"postgres","dsn":"postgres://db/s","statement_timeout":"-1s"}}`, "store.max_conns, store.statement_timeout"},
 		{"a verification key without a bundle file", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"policy":{"dir":"p","verification_key":"k"}}`, "verifies a policy.bundle_file"},
+		{"a signing key file and a key dir", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"signing_key_file":"k","signing_key_dir":"keys"}`,
+			"signing_key_file, signing_key_dir and signing_key_files: give one"},
+		{"an active kid for a key dir", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"signing_key_dir":"keys","signing_key_active_kid":"k"}`,
+			"signing_key_active_kid picks one of signing_key_files, and none is given"},
+		{"several key files and no active kid", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"signing_key_files":["a.pem","b.pem"]}`,
+			"signing_key_active_kid must name the one that signs"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -92,6 +99,28 @@ func TestServeConfigIsReadStrictly(t *testing.T) {
 			_, err := loadServeConfig(writeConfig(t, c.body))
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err %v, want one mentioning %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestServeConfigNamesTheSigningKeys(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, keys string
+		want       signingKeys
+	}{
+		{"none: the data dir's signing.key", ``, signingKeys{}},
+		{"a key file", `,"signing_key_file":"/k.pem"`, signingKeys{File: "/k.pem"}},
+		{"a key dir", `,"signing_key_dir":"/etc/sandgate/keys"`, signingKeys{Dir: "/etc/sandgate/keys"}},
+		{"key files and the active kid", `,"signing_key_files":["/a.pem","/b.pem"],"signing_key_active_kid":"kidB"`,
+			signingKeys{Files: []string{"/a.pem", "/b.pem"}, ActiveKID: "kidB"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			o, err := loadServeConfig(writeConfig(t, `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"}`+tc.keys+`}`))
+			if err != nil || !reflect.DeepEqual(o.Keys, tc.want) {
+				t.Fatalf("keys %+v, %v; want %+v", o.Keys, err, tc.want)
 			}
 		})
 	}
@@ -105,7 +134,7 @@ func TestTokenMintRecordsAVerifiableToken(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	raw := strings.TrimSpace(out)
-	iss, created, err := openIssuer(data, "", "", "")
+	iss, created, err := openIssuer(data, signingKeys{}, "", "")
 	if err != nil || created {
 		t.Fatalf("the mint did not leave a signing key: created=%v err=%v", created, err)
 	}
@@ -293,5 +322,85 @@ func TestServeTakesTheStoreDSNFromTheEnvironmentFirst(t *testing.T) {
 				t.Fatalf("store config %+v, want the DSN %q", o.Store, tc.want)
 			}
 		})
+	}
+}
+
+// serve on a signing_key_dir signs with its active key and accepts a token
+// of the other key; a key dir without an active key stops the start.
+func TestServeSignsWithTheKeyDirsActiveKey(t *testing.T) {
+	t.Parallel()
+	simAddr, closeSim, err := startSimulator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeSim()
+	keys := filepath.Join(t.TempDir(), "keys")
+	data := t.TempDir()
+	gen := func() string {
+		code, out, stderr := runCLI(t, "", "key", "generate", "--dir", keys)
+		return strings.TrimSpace(mustOK(t, code, out, stderr))
+	}
+	kidA := gen()
+	// An operator token of A, minted offline, then B is added and activated.
+	code, out, stderr := runCLI(t, "", "token", "mint", "--offline", "--data", data, "--key-dir", keys, "--role", "operator", "--ttl", "1h")
+	opA := strings.TrimSpace(mustOK(t, code, out, stderr))
+	kidB := gen()
+	cfg := writeConfig(t, `{"listen":"127.0.0.1:0","data_dir":"`+data+`","signing_key_dir":"`+keys+`","nomad":{"address":"http://`+simAddr+`"}}`)
+
+	// B is not active yet: A signs.
+	o, err := loadServeConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(keys, token.ActiveFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := runGateway(t.Context(), o, io.Discard); err == nil || !errors.Is(err, token.ErrKeySet) || !strings.Contains(err.Error(), "sandgate key activate") {
+		t.Fatalf("a key dir without an active key: %v", err)
+	}
+	if code, out, stderr := runCLI(t, "", "key", "activate", "--dir", keys, kidB); code != exitOK {
+		t.Fatalf("activate: %d %s %s", code, out, stderr)
+	}
+
+	type ready struct {
+		addr string
+		iss  *token.Issuer
+	}
+	up := make(chan ready, 1)
+	o.Ready = func(a string, iss *token.Issuer, _ store.Store, _ policies.Settings) error {
+		up <- ready{a, iss}
+		return nil
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- runGateway(ctx, o, io.Discard) }()
+	var r ready
+	select {
+	case r = <-up:
+	case err := <-done:
+		t.Fatalf("serve ended before it was ready: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not become ready")
+	}
+	if r.iss.KeyID() != kidB || len(r.iss.KeyIDs()) != 2 {
+		t.Errorf("serve signs with %s of %v; want %s of two", r.iss.KeyID(), r.iss.KeyIDs(), kidB)
+	}
+	// A's operator token still works on the gateway that signs with B.
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+r.addr+"/v1/tokens", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+opA)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /v1/tokens with A's operator token (%s) on a gateway signing with B: %d", kidA, resp.StatusCode)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve did not shut down cleanly: %v", err)
 	}
 }

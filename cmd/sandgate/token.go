@@ -31,15 +31,15 @@ while the gateway is stopped: sandgate token mint --offline --data DIR ...`,
 }
 
 // offlineOnly are the flags of an offline mint: they address the data dir.
-var offlineOnly = []string{"data", "key-file", "issuer", "audience", "policy-dir", "store"}
+var offlineOnly = []string{"data", "key-file", "key-dir", "issuer", "audience", "policy-dir", "store"}
 
 type mintFlags struct {
-	role, subject, label                          string
-	dataDir, keyFile, issuer, audience, policyDir string
-	store                                         string
-	ttl                                           time.Duration
-	maxLive                                       int64
-	offline                                       bool
+	role, subject, label                                  string
+	dataDir, keyFile, keyDir, issuer, audience, policyDir string
+	store                                                 string
+	ttl                                                   time.Duration
+	maxLive                                               int64
+	offline                                               bool
 }
 
 func newTokenMintCmd(a *apiFlags) *cobra.Command {
@@ -90,6 +90,7 @@ stop the gateway first. This is how the first operator token is made.`,
 	f.BoolVar(&m.offline, "offline", false, "mint with the data dir's signing key while the gateway is stopped")
 	f.StringVar(&m.dataDir, "data", "./.sandgate", "with --offline: the gateway's data dir")
 	f.StringVar(&m.keyFile, "key-file", "", "with --offline: signing key (default <data>/signing.key)")
+	f.StringVar(&m.keyDir, "key-dir", "", "with --offline: key directory; its active key signs (the gateway's signing_key_dir)")
 	f.StringVar(&m.issuer, "issuer", "", "with --offline: iss claim (default sandgate)")
 	f.StringVar(&m.audience, "audience", "", "with --offline: aud claim (default sandgate-api)")
 	f.StringVar(&m.store, "store", "", "with --offline: the store to record it in, bolt:DIR or postgres:DSN (default: the data dir's bbolt file)")
@@ -149,7 +150,10 @@ func mintOffline(cmd *cobra.Command, m *mintFlags) error {
 		fmt.Fprintf(w, "rules: %s\n", strings.Join(d.RuleIDs(), ", "))
 		return errDenied
 	}
-	iss, _, err := openIssuer(m.dataDir, m.keyFile, m.issuer, m.audience)
+	if m.keyFile != "" && m.keyDir != "" {
+		return errors.New("--key-file and --key-dir: give one (the gateway's signing_key_file or signing_key_dir)")
+	}
+	iss, _, err := openIssuer(m.dataDir, signingKeys{File: m.keyFile, Dir: m.keyDir}, m.issuer, m.audience)
 	if err != nil {
 		return err
 	}

@@ -98,7 +98,7 @@ func TestOfflineMintingRecordsAVerifiableToken(t *testing.T) {
 	data := t.TempDir()
 	code, out, stderr := runCLI(t, "", "token", "mint", "--offline", "--role", "operator", "--subject", "alice", "--ttl", "1h", "--data", data)
 	raw := strings.TrimSpace(mustOK(t, code, out, stderr))
-	iss, created, err := openIssuer(data, "", "", "")
+	iss, created, err := openIssuer(data, signingKeys{}, "", "")
 	if err != nil || created {
 		t.Fatalf("the mint left no signing key: created=%v err=%v", created, err)
 	}

@@ -15,6 +15,7 @@ package assemble
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -148,11 +149,15 @@ func (g *Gateway) Close() {
 }
 
 // OpenIssuer builds the token issuer of c alone: c.Token as it is when
-// its Key is set, else with the key loaded from c.KeyFile (by default
-// <DataDir>/signing.key) or, when no file is there, generated and written
-// 0600 (created is then true). `sandgate token mint --offline` mints with
-// it while no gateway runs. A key file with a looser mode or other content
-// is refused (token.ErrKeyPermissions, token.ErrKeyInvalid).
+// its Key is set; else with the key set of c.KeyDir (its "active" file
+// names the signing key) or of c.KeyFiles (c.ActiveKID names it); else
+// with the key loaded from c.KeyFile (by default <DataDir>/signing.key)
+// or, when no file is there, generated and written 0600 (created is then
+// true), a set of one. `sandgate token mint --offline` mints with it while
+// no gateway runs. A key file with a looser mode or other content is
+// refused (token.ErrKeyPermissions, token.ErrKeyInvalid), and so is a set
+// without a signing key or with an active kid none of its keys has
+// (token.ErrKeySet).
 func OpenIssuer(c Config) (iss *token.Issuer, created bool, err error) {
 	c = c.withDefaults()
 	if err := c.validateSigning(); err != nil {
@@ -160,10 +165,65 @@ func OpenIssuer(c Config) (iss *token.Issuer, created bool, err error) {
 	}
 	tcfg := c.Token
 	if len(tcfg.Key) == 0 {
-		if tcfg.Key, created, err = token.LoadOrCreateKey(c.KeyFile); err != nil {
-			return nil, false, fmt.Errorf("signing key %s: %w", c.KeyFile, err)
+		if tcfg.Key, tcfg.VerifyKeys, created, err = loadKeys(c); err != nil {
+			return nil, false, err
 		}
 	}
 	iss, err = token.New(tcfg)
 	return iss, created, err
+}
+
+// ReloadKeys reads c's key set again, from c.KeyDir or c.KeyFiles, and
+// gives it to iss (token.Issuer.SetKeys): the gateway's SIGHUP. It reports
+// false, and does nothing, for keys from Token.Key or KeyFile (a set of
+// one: another key there is a restart, docs/runbook.md). A set it cannot
+// read or that SetKeys refuses is returned as an error, and iss keeps the
+// set it had.
+func ReloadKeys(c Config, iss *token.Issuer) (bool, error) {
+	c = c.withDefaults()
+	if err := c.validateSigning(); err != nil {
+		return false, err
+	}
+	if c.KeyDir == "" && len(c.KeyFiles) == 0 {
+		return false, nil
+	}
+	key, verify, _, err := loadKeys(c)
+	if err != nil {
+		return false, err
+	}
+	if err := iss.SetKeys(key, verify); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// loadKeys reads the key set of a validated c without Token.Key: the keys
+// of KeyDir, or of KeyFiles, or the one of KeyFile, created when absent
+// (token.LoadOrCreateKey).
+func loadKeys(c Config) (key ed25519.PrivateKey, verify []ed25519.PublicKey, created bool, err error) {
+	switch {
+	case c.KeyDir != "":
+		d, err := token.ReadKeyDir(c.KeyDir)
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("signing key dir %s: %w", c.KeyDir, err)
+		}
+		if key, verify, err = d.Select(); err != nil {
+			return nil, nil, false, fmt.Errorf("signing key dir %s: %w", c.KeyDir, err)
+		}
+	case len(c.KeyFiles) != 0:
+		keys := make([]ed25519.PrivateKey, len(c.KeyFiles))
+		for i, f := range c.KeyFiles {
+			if keys[i], err = token.LoadKey(f); err != nil {
+				return nil, nil, false, fmt.Errorf("signing key files: %w", err)
+			}
+		}
+		if key, verify, err = token.SelectActive(keys, c.ActiveKID); err != nil {
+			return nil, nil, false, fmt.Errorf("signing key files (ActiveKID %q): %w", c.ActiveKID, err)
+		}
+	default:
+		if key, created, err = token.LoadOrCreateKey(c.KeyFile); err != nil {
+			return nil, nil, false, fmt.Errorf("signing key %s: %w", c.KeyFile, err)
+		}
+	}
+	return key, verify, created, nil
 }

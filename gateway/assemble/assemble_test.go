@@ -182,7 +182,22 @@ func TestOpenRefusesAConfigItCannotBuildFromAndWritesNothing(t *testing.T) {
 		{"a key and a key file", func(c *assemble.Config) {
 			_, c.Token.Key, _ = ed25519.GenerateKey(rand.Reader)
 			c.KeyFile = "other.key"
-		}, "KeyFile: set together with Token.Key"},
+		}, "Token.Key, KeyFile: set together; the keys come from one place"},
+		{"a key dir and a key file", func(c *assemble.Config) {
+			c.KeyDir, c.KeyFile = "keys", "other.key"
+		}, "KeyFile, KeyDir: set together"},
+		{"a key dir and key files", func(c *assemble.Config) {
+			c.KeyDir, c.KeyFiles = "keys", []string{"a.pem"}
+		}, "KeyDir, KeyFiles: set together"},
+		{"an active kid for a key dir", func(c *assemble.Config) {
+			c.KeyDir, c.ActiveKID = "keys", "kid"
+		}, `ActiveKID: set without KeyFiles; a KeyDir names its active key in its "active" file`},
+		{"verification keys without a key", func(c *assemble.Config) {
+			c.KeyDir, c.Token.VerifyKeys = "keys", []ed25519.PublicKey{make(ed25519.PublicKey, ed25519.PublicKeySize)}
+		}, "Token.VerifyKeys: set without Token.Key; with KeyDir the verification keys come from there"},
+		{"more key files than a set holds", func(c *assemble.Config) {
+			c.KeyFiles = make([]string, token.MaxKeys+1)
+		}, "KeyFiles: 9 files, at most 8 keys"},
 		{"a part of the server's config that Open fills", func(c *assemble.Config) { c.Gateway.Tokens = &token.Issuer{} },
 			"Gateway.Tokens: set, but Open fills it"},
 		{"another job prefix than the policy's", func(c *assemble.Config) { c.Nomad.JobPrefix = "other-" }, `Nomad.JobPrefix: "other-" is not the policy's job prefix`},

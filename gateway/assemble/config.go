@@ -47,13 +47,30 @@ type Config struct {
 
 	// Token is the issuer's config (token.DefaultConfig: issuer
 	// "sandgate", audience "sandgate-api", a 30 s leeway). Its Key, when
-	// set, signs as it is and no key file is read or written; when empty
-	// the key is loaded from KeyFile.
+	// set, signs as it is, with its VerifyKeys verifying too, and no key
+	// file is read or written; when empty the keys come from KeyDir,
+	// KeyFiles or KeyFile, and VerifyKeys must be empty.
 	Token token.Config
 	// KeyFile is the signing key's file, loaded or, when absent, created
-	// (token.LoadOrCreateKey); "" is <DataDir>/signing.key. It must be ""
-	// when Token.Key is set.
+	// (token.LoadOrCreateKey): a key set of one. "" is
+	// <DataDir>/signing.key unless Token.Key, KeyDir or KeyFiles gives
+	// the keys; it must be "" when one of them does.
 	KeyFile string
+	// KeyDir is a key directory (token.ReadKeyDir): every key file in it
+	// (*.pem, 0600 PKCS#8 Ed25519) verifies tokens and the one its
+	// "active" file names signs them. Nothing in it is created; `sandgate
+	// key generate` and `sandgate key activate` prepare it. Replicas given
+	// copies of one directory sign and verify alike (docs/runbook.md,
+	// "Rotate the signing key").
+	KeyDir string
+	// KeyFiles are key files that form the key set, as LoadKey reads
+	// each; none is created. ActiveKID names the one that signs
+	// (`sandgate key list` shows kids); it may be "" with one file.
+	KeyFiles []string
+	// ActiveKID is the kid (token.KeyID) of the key of KeyFiles that
+	// signs; one that none of them has refuses the start. Only with
+	// KeyFiles: a KeyDir names its active key in its "active" file.
+	ActiveKID string
 
 	// Audit is the decision log's config; an empty Path is
 	// <DataDir>/decisions.jsonl.
@@ -123,7 +140,7 @@ func (c Config) withDefaults() Config {
 	if c.Store.Driver == "" {
 		c.Store.Driver = DriverBolt
 	}
-	if len(c.Token.Key) == 0 && c.KeyFile == "" && c.DataDir != "" {
+	if len(c.Token.Key) == 0 && c.KeyFile == "" && c.KeyDir == "" && len(c.KeyFiles) == 0 && c.DataDir != "" {
 		c.KeyFile = filepath.Join(c.DataDir, KeyFile)
 	}
 	if c.Audit.Path == "" && c.DataDir != "" {
@@ -176,13 +193,29 @@ func (c Config) validate() error {
 	return nil
 }
 
-// validateSigning refuses a key that comes from two places, or from none.
+// validateSigning refuses keys that come from two places, or from none, and
+// an ActiveKID without the KeyFiles it picks from.
 func (c Config) validateSigning() error {
+	var from []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"Token.Key", len(c.Token.Key) != 0}, {"KeyFile", c.KeyFile != ""}, {"KeyDir", c.KeyDir != ""}, {"KeyFiles", len(c.KeyFiles) != 0}} {
+		if f.set {
+			from = append(from, f.name)
+		}
+	}
 	switch {
-	case len(c.Token.Key) != 0 && c.KeyFile != "":
-		return configErr("KeyFile", "set together with Token.Key; a key comes from one place")
-	case len(c.Token.Key) == 0 && c.KeyFile == "":
-		return configErr("KeyFile", "required without Token.Key (DataDir gives the default)")
+	case len(from) > 1:
+		return configErr(strings.Join(from, ", "), "set together; the keys come from one place")
+	case len(from) == 0:
+		return configErr("KeyFile", "required without Token.Key, KeyDir or KeyFiles (DataDir gives the default)")
+	case len(c.Token.VerifyKeys) != 0 && len(c.Token.Key) == 0:
+		return configErr("Token.VerifyKeys", "set without Token.Key; with %s the verification keys come from there", from[0])
+	case c.ActiveKID != "" && len(c.KeyFiles) == 0:
+		return configErr("ActiveKID", "set without KeyFiles; a KeyDir names its active key in its %q file", token.ActiveFile)
+	case len(c.KeyFiles) > token.MaxKeys:
+		return configErr("KeyFiles", "%d files, at most %d keys", len(c.KeyFiles), token.MaxKeys)
 	}
 	return nil
 }

@@ -31,6 +31,13 @@ var (
 	// ErrKeyInvalid: the key file is not a PEM "PRIVATE KEY" block holding
 	// a PKCS#8 Ed25519 key.
 	ErrKeyInvalid = errors.New("token: key file is not a PKCS#8 Ed25519 private key")
+	// ErrKeySet: the keys given cannot form a key set: none, more than
+	// MaxKeys, the same key twice, or an active kid that is not among
+	// them (or, in a key directory, no ActiveFile).
+	ErrKeySet = errors.New("token: key set invalid")
+	// ErrKeyActive: the key to retire is the active one; activate another
+	// first.
+	ErrKeyActive = errors.New("token: key is the active key")
 )
 
 // VerifyError is the error Verify returns. Reason is a short, stable,

@@ -88,3 +88,50 @@ func ExampleLoadOrCreateKey() {
 	// created: true <nil>
 	// created: false <nil> same key: true
 }
+
+// Rotate with overlap in a key directory: add a key, activate it, and
+// retire the old one once its tokens have expired. A gateway (re)started
+// on the directory at each step signs with the active key and verifies
+// with all of them.
+func ExampleActivate() {
+	dir, err := os.MkdirTemp("", "sandgate-keys-")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	issuer := func() *Issuer {
+		d, err := ReadKeyDir(dir)
+		if err != nil {
+			panic(err)
+		}
+		cfg := DefaultConfig()
+		if cfg.Key, cfg.VerifyKeys, err = d.Select(); err != nil {
+			panic(err)
+		}
+		iss, err := New(cfg)
+		if err != nil {
+			panic(err)
+		}
+		return iss
+	}
+
+	oldKey, _ := CreateKey(dir)
+	_ = Activate(dir, oldKey.KID)
+	raw, _, _ := issuer().Mint(MintRequest{Role: RoleAgent, Subject: "ci", TTL: time.Hour})
+
+	newKey, _ := CreateKey(dir) // 1. verification only, on every replica
+	_ = Activate(dir, newKey.KID)
+	_, err = issuer().Verify(raw) // 2. the new key signs; the old token still verifies
+	fmt.Println("after activation:", err)
+
+	_, err = Retire(dir, newKey.KID)
+	fmt.Println("retire the active key:", errors.Is(err, ErrKeyActive))
+	_, _ = Retire(dir, oldKey.KID) // 3. once the old key's tokens have expired
+	_, err = issuer().Verify(raw)
+	fmt.Println("after retirement:", err)
+	// Output:
+	// after activation: <nil>
+	// retire the active key: true
+	// after retirement: token: invalid: unknown key id
+}

@@ -92,3 +92,39 @@ func checkVerifyError(tb testing.TB, err error, want error, raw string) {
 		}
 	}
 }
+
+// newSetIssuer returns an issuer at testNow signing with active and
+// verifying with active and others too.
+func newSetIssuer(tb testing.TB, active ed25519.PrivateKey, others ...ed25519.PrivateKey) *Issuer {
+	tb.Helper()
+	cfg := DefaultConfig()
+	cfg.Key = active
+	for _, o := range others {
+		cfg.VerifyKeys = append(cfg.VerifyKeys, o.Public().(ed25519.PublicKey))
+	}
+	cfg.Now = func() time.Time { return testNow }
+	iss, err := New(cfg)
+	if err != nil {
+		tb.Fatalf("New: %v", err)
+	}
+	return iss
+}
+
+// withHeader signs baseClaims with key under a header of alg EdDSA, typ JWT
+// and the members of extra (a nil value deletes the member).
+func withHeader(tb testing.TB, key ed25519.PrivateKey, extra map[string]any) string {
+	tb.Helper()
+	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, baseClaims())
+	for k, v := range extra {
+		if v == nil {
+			delete(tok.Header, k)
+			continue
+		}
+		tok.Header[k] = v
+	}
+	raw, err := tok.SignedString(key)
+	if err != nil {
+		tb.Fatalf("sign: %v", err)
+	}
+	return raw
+}

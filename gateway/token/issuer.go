@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -20,8 +21,15 @@ type Config struct {
 	Issuer string
 	// Audience is the aud claim minted and required; must not be empty.
 	Audience string
-	// Key signs tokens; its public half verifies them. Required.
+	// Key signs tokens: it is the active key of the set, and its kid
+	// (KeyID) goes into every token's header. Its public half verifies
+	// them. Required.
 	Key ed25519.PrivateKey
+	// VerifyKeys are further keys whose tokens Verify accepts: a key being
+	// rotated in (not yet active everywhere) or out (its tokens not yet
+	// all expired). At most MaxKeys-1, none twice and none Key's own
+	// public half. nil: Key alone, a set of one.
+	VerifyKeys []ed25519.PublicKey
 	// Leeway is the clock skew tolerated on exp, nbf and iat, between 0 and
 	// MaxLeeway (DefaultConfig: 30s).
 	Leeway time.Duration
@@ -45,21 +53,17 @@ func (c Config) validate() error {
 		return errors.New("token: config: empty issuer")
 	case c.Audience == "":
 		return errors.New("token: config: empty audience")
-	case len(c.Key) != ed25519.PrivateKeySize:
-		return fmt.Errorf("token: config: key has %d bytes, want an Ed25519 private key of %d", len(c.Key), ed25519.PrivateKeySize)
-	case !ed25519.NewKeyFromSeed(c.Key.Seed()).Equal(c.Key):
-		return errors.New("token: config: key's public half does not match its seed")
 	case c.Leeway < 0 || c.Leeway > MaxLeeway:
 		return fmt.Errorf("token: config: leeway %s outside 0..%s", c.Leeway, MaxLeeway)
 	}
 	return nil
 }
 
-// Issuer mints and verifies tokens with one key. It is safe for concurrent
-// use.
+// Issuer mints tokens with its active key and verifies them with every key
+// of its set; SetKeys replaces the set. It is safe for concurrent use.
 type Issuer struct {
 	cfg    Config
-	pub    ed25519.PublicKey
+	keys   atomic.Pointer[keySet]
 	parser *jwt.Parser
 }
 
@@ -68,14 +72,17 @@ func New(cfg Config) (*Issuer, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	ks, err := newKeySet(cfg.Key, cfg.VerifyKeys)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	pub, ok := cfg.Key.Public().(ed25519.PublicKey)
-	if !ok { // cannot happen for an ed25519.PrivateKey
-		return nil, errors.New("token: config: key has no Ed25519 public half")
-	}
-	i := &Issuer{cfg: cfg, pub: pub}
+	// The keys live in i.keys alone, so SetKeys replaces them everywhere.
+	cfg.Key, cfg.VerifyKeys = nil, nil
+	i := &Issuer{cfg: cfg}
+	i.keys.Store(ks)
 	// The parser is built once and only read afterwards, so it is safe to
 	// share between goroutines.
 	i.parser = jwt.NewParser(
@@ -92,9 +99,37 @@ func New(cfg Config) (*Issuer, error) {
 	return i, nil
 }
 
-// PublicKey returns a copy of the key that verifies this Issuer's tokens.
+// SetKeys replaces the key set, as Config.Key and Config.VerifyKeys give
+// it: from its return on, Mint signs with key and Verify accepts the
+// tokens of key and verify alone. A set New would refuse is refused
+// (ErrKeySet, or an error about key) and the old set stays.
+func (i *Issuer) SetKeys(key ed25519.PrivateKey, verify []ed25519.PublicKey) error {
+	ks, err := newKeySet(key, verify)
+	if err != nil {
+		return err
+	}
+	i.keys.Store(ks)
+	return nil
+}
+
+// PublicKey returns a copy of the active key's public half: the key that
+// verifies the tokens this Issuer mints.
 func (i *Issuer) PublicKey() ed25519.PublicKey {
-	return slices.Clone(i.pub)
+	return slices.Clone(i.keys.Load().pub)
+}
+
+// KeyID returns the active key's kid, the one in every token Mint signs.
+func (i *Issuer) KeyID() string { return i.keys.Load().kid }
+
+// KeyIDs returns the kids of every key Verify accepts, the active one
+// first.
+func (i *Issuer) KeyIDs() []string {
+	ks := i.keys.Load()
+	out := make([]string, len(ks.all))
+	for j, v := range ks.all {
+		out[j] = v.kid
+	}
+	return out
 }
 
 // MintRequest describes a token to mint.
@@ -134,7 +169,8 @@ func (r MintRequest) validate(now time.Time) error {
 	return nil
 }
 
-// Mint signs a new token for req and returns it with its claims: iss and aud
+// Mint signs a new token for req with the active key, whose kid it puts in
+// the header, and returns it with its claims: iss and aud
 // from the Config, a random 128-bit jti, iat = nbf = now and exp = now+TTL
 // (or req.ExpiresAt). Times are whole seconds, truncated, so a token never
 // outlives what was asked. A request Mint must refuse yields an error
@@ -173,7 +209,10 @@ func (i *Issuer) Mint(req MintRequest) (raw string, c Claims, err error) {
 	if len(req.Scopes) > 0 {
 		c.Scopes = slices.Clone(req.Scopes)
 	}
-	raw, err = jwt.NewWithClaims(jwt.SigningMethodEdDSA, c).SignedString(i.cfg.Key)
+	ks := i.keys.Load()
+	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c)
+	tok.Header["kid"] = ks.kid
+	raw, err = tok.SignedString(ks.key)
 	if err != nil {
 		return "", Claims{}, fmt.Errorf("token: mint: sign: %w", err)
 	}

@@ -74,16 +74,10 @@ func LoadOrCreateKey(path string) (key ed25519.PrivateKey, created bool, err err
 		return nil, false, err
 	}
 
-	_, key, err = ed25519.GenerateKey(rand.Reader)
+	key, data, err := newKeyPEM()
 	if err != nil {
-		return nil, false, fmt.Errorf("token: generate key: %w", err)
+		return nil, false, err
 	}
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, false, fmt.Errorf("token: encode key: %w", err)
-	}
-	data := pem.EncodeToMemory(&pem.Block{Type: pemType, Bytes: der})
-
 	won, err := writeNew(path, data)
 	if err != nil {
 		return nil, false, err
@@ -94,6 +88,19 @@ func LoadOrCreateKey(path string) (key ed25519.PrivateKey, created bool, err err
 		return key, false, err
 	}
 	return key, true, nil
+}
+
+// newKeyPEM generates an Ed25519 key and encodes it as LoadKey reads it.
+func newKeyPEM() (ed25519.PrivateKey, []byte, error) {
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("token: generate key: %w", err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("token: encode key: %w", err)
+	}
+	return key, pem.EncodeToMemory(&pem.Block{Type: pemType, Bytes: der}), nil
 }
 
 // parseKeyPEM decodes the first PEM block of data as a PKCS#8 Ed25519 key.

@@ -10,6 +10,14 @@
 // the gateway decides that from the claims, the store and the policy
 // (rules T2, T3, T4).
 //
+// Tokens are signed by one key and verified by a set of up to MaxKeys, so a
+// key can be rotated without refusing live tokens: a new key is added for
+// verification, then made active, and the old one retired once its tokens
+// have expired. Every minted token names its key in the header (kid, the
+// key's RFC 7638 thumbprint, KeyID). A key set lives in a key directory
+// (ReadKeyDir, CreateKey, Activate, Retire) or, as before, in one key file
+// (LoadOrCreateKey), a set of one.
+//
 // The raw token is shown to its holder once and never stored; the store
 // keeps Digest(raw). No error from this package contains a token.
 package token

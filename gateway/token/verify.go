@@ -14,12 +14,25 @@ import (
 // extensions (RFC 7515 §4.1.11) that sandgate does not implement.
 var errCritHeader = errors.New("crit header")
 
+// errUnknownKID is returned by keyFunc for a kid that names no key of the
+// set (or is not a string).
+var errUnknownKID = errors.New("unknown kid")
+
 // Verify checks raw and returns its claims. It accepts only a token signed by
-// this Issuer's key with alg EdDSA, with the configured iss and aud, exp, nbf
+// a key of this Issuer's set with alg EdDSA, with the configured iss and aud, exp, nbf
 // and iat within the leeway, a jti, a sub and a valid role; a session token
 // must name its sandbox and no other role may. On failure the claims are
 // zero and the error is a *VerifyError matching ErrMalformed, ErrExpired,
 // ErrNotYetValid or ErrInvalid.
+//
+// The key is the one the header's kid names; a kid that names no key of the
+// set (one never known, or retired) is refused with ErrInvalid, whatever
+// the signature. A token without a kid (minted before tokens carried one)
+// is accepted when a key of the set verifies it: every key of the set is
+// tried, the active one first, at most MaxKeys. A kid only selects a key;
+// the signature of a trusted key is what authenticates, so this accepts
+// nothing a kid would refuse, and a retired key's tokens are refused with
+// or without one.
 //
 // Verify does not know about revocation or sandbox expiry; the caller checks
 // the token's record (by Digest or jti) and the sandbox itself.
@@ -28,7 +41,9 @@ func (i *Issuer) Verify(raw string) (Claims, error) {
 		return Claims{}, err
 	}
 	var c Claims
-	tok, err := i.parser.ParseWithClaims(raw, &c, i.keyFunc)
+	// One set for the whole verification, even if SetKeys runs meanwhile.
+	ks := i.keys.Load()
+	tok, err := i.parser.ParseWithClaims(raw, &c, ks.keyFunc)
 	if err != nil {
 		return Claims{}, i.classify(err, tok, &c)
 	}
@@ -93,16 +108,33 @@ func wellFormed(raw string) error {
 	return nil
 }
 
-// keyFunc hands the parser the public key, after a second, independent check
-// that the algorithm is EdDSA (WithValidMethods is the first).
-func (i *Issuer) keyFunc(t *jwt.Token) (any, error) {
+// keyFunc hands the parser the public key the header's kid names, after a
+// second, independent check that the algorithm is EdDSA (WithValidMethods
+// is the first). Without a kid it hands over the whole set, active key
+// first, and the parser tries each.
+func (ks *keySet) keyFunc(t *jwt.Token) (any, error) {
 	if _, ok := t.Method.(*jwt.SigningMethodEd25519); !ok {
 		return nil, jwt.ErrTokenSignatureInvalid
 	}
 	if _, ok := t.Header["crit"]; ok {
 		return nil, errCritHeader
 	}
-	return i.pub, nil
+	if v, ok := t.Header["kid"]; ok {
+		kid, _ := v.(string)
+		pub, known := ks.byKID[kid]
+		if !known {
+			return nil, errUnknownKID
+		}
+		return pub, nil
+	}
+	if len(ks.all) == 1 {
+		return ks.pub, nil
+	}
+	set := jwt.VerificationKeySet{Keys: make([]jwt.VerificationKey, len(ks.all))}
+	for j, v := range ks.all {
+		set.Keys[j] = v.pub
+	}
+	return set, nil
 }
 
 // classify maps a golang-jwt error to one sentinel with a fixed-vocabulary
@@ -115,6 +147,8 @@ func (i *Issuer) classify(err error, tok *jwt.Token, c *Claims) error {
 		return verifyErr(ErrMalformed, "bad base64 or JSON")
 	case errors.Is(err, errCritHeader):
 		return verifyErr(ErrInvalid, "unsupported crit header")
+	case errors.Is(err, errUnknownKID):
+		return verifyErr(ErrInvalid, "unknown key id")
 	case tok != nil && tok.Method != nil && tok.Method.Alg() != jwt.SigningMethodEdDSA.Alg():
 		return verifyErr(ErrInvalid, "signing method not allowed")
 	case errors.Is(err, jwt.ErrTokenUnverifiable):
