@@ -2,11 +2,13 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -401,6 +403,65 @@ func TestConcurrentCreatesFillEveryNodeWithoutAFalseRefusal(t *testing.T) {
 		if r.Status != http.StatusCreated {
 			t.Errorf("create %d of %d with room for all: %d %s", i, n, r.Status, r.Body)
 		}
+	}
+	assertBudgetMatchesLiveRecords(t, h)
+}
+
+// downStore goes down once a reservation has committed: from then on
+// every Update fails, as a store whose database has gone away answers.
+type downStore struct {
+	store.Store
+	down atomic.Bool
+}
+
+func (d *downStore) Reserve(ctx context.Context, rec store.Sandbox, admit func(store.ReserveFacts) error) error {
+	err := d.Store.Reserve(ctx, rec, admit)
+	if err == nil {
+		d.down.Store(true)
+	}
+	return err
+}
+
+var errStoreDown = errors.New("the database is unreachable")
+
+func (d *downStore) Update(ctx context.Context, id string, mutate func(*store.Sandbox) error) (store.Sandbox, error) {
+	if d.down.Load() {
+		return store.Sandbox{}, errStoreDown
+	}
+	return d.Store.Update(ctx, id, mutate)
+}
+
+// TestACreateWhoseRecordCannotBeSettledLeavesNoSandboxRunning: the
+// sandbox runs in Nomad, but the store fails before its record says so.
+// The create is answered 503 without a token, so the sandbox must not go
+// on running: its job is purged at once, and once the store answers
+// again reconcile ends the record and its budget is released.
+func TestACreateWhoseRecordCannotBeSettledLeavesNoSandboxRunning(t *testing.T) {
+	t.Parallel()
+	var ds *downStore
+	h := newHarness(t, harnessOptions{wrapStore: func(st store.Store) store.Store {
+		ds = &downStore{Store: st}
+		return ds
+	}})
+	r := h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{})
+	m := apitest.ExpectProblem(t, r, http.StatusServiceUnavailable, "unavailable")
+	if _, ok := m["token"]; ok {
+		t.Fatalf("a create answered 503 handed out a token: %s", r.Body)
+	}
+	if jobs := h.sim.Jobs(); len(jobs) != 0 {
+		t.Fatalf("the sandbox of a create answered 503 still has its job: %v", jobs)
+	}
+	live, err := h.st.List(context.Background(), store.Filter{LiveOnly: true})
+	if err != nil || len(live) != 1 || live[0].State != store.StateStarting {
+		t.Fatalf("while the store was down the record stays starting, holding its budget: %+v %v", live, err)
+	}
+	ds.down.Store(false)
+	if err := h.srv.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := h.st.Get(context.Background(), live[0].ID)
+	if err != nil || rec.State.Live() || rec.EndReason != "job_missing" {
+		t.Fatalf("after reconcile: %+v %v; want the record ended job_missing", rec, err)
 	}
 	assertBudgetMatchesLiveRecords(t, h)
 }

@@ -121,7 +121,7 @@ func newMetrics(reg *prometheus.Registry, st store.Store) (*metrics, error) {
 // reasons the gateway's code passes.
 var endReasons = []string{
 	"destroyed", "expired", "reclaimed", "lost", "disk_quota", "job_missing",
-	"register_failed", "placement_failed", "placement_unknown", "start_timeout",
+	"register_failed", "placement_failed", "placement_unknown", "start_timeout", "record_failed",
 }
 
 // reconcileActions are the action label's values of

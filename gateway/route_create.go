@@ -345,7 +345,13 @@ func (s *Server) settle(rec store.Sandbox, pl nomad.Placement, evalID string) (s
 			return ended, nil
 		}
 		if err != nil {
-			return out, unavailable("the sandbox is running but its record could not be updated", err)
+			// The sandbox runs but nothing durable says so, and the create
+			// is about to be answered 503: undo it, so no sandbox runs
+			// that its caller was told does not exist. When the store is
+			// still down, the record stays starting with no job, and
+			// reconcile ends it (job_missing) once the store answers.
+			s.failStart(rec, "record_failed", err)
+			return out, unavailable("the sandbox's record could not be updated: its job was purged and its budget is released (at once, or by reconciliation once the store answers)", err)
 		}
 		return out, nil
 	case nomad.PlacementFailed:

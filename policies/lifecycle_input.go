@@ -10,8 +10,8 @@ type LifecycleInput struct {
 	// is purged with no sandbox to end: an orphan).
 	Action string `json:"action,omitempty"`
 	// Reason says why: destroyed, expired, job_missing, placement_failed,
-	// register_failed, placement_unknown, start_timeout, reclaimed, lost,
-	// disk_quota (end); orphan (purge).
+	// register_failed, placement_unknown, start_timeout, record_failed,
+	// reclaimed, lost, disk_quota (end); orphan (purge).
 	Reason string       `json:"reason,omitempty"`
 	Job    LifecycleJob `json:"job"`
 	// Sandbox is the record the action concerns; nil for an orphan job

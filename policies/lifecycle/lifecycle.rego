@@ -38,6 +38,9 @@ _live_states := {"starting", "running"}
 #   job_missing        reconcile: the record is live but Nomad has no job (L4)
 #   placement_failed, register_failed, placement_unknown, start_timeout
 #                      a create that did not start
+#   record_failed      a create whose sandbox ran but whose record could not be
+#                      updated (the store failed): it is undone, never left running
+#                      behind a create answered 503
 #   reclaimed          the node drained, left, or crossed a usage threshold: the
 #                      reclaim decision (R2, R3) or the hosts decision (R2) ordered it
 #   lost               Nomad replaced or ended the sandbox's allocation (its node was
@@ -46,7 +49,7 @@ _live_states := {"starting", "running"}
 #                      /local) than the reclaim decision's disk quota allows (H5)
 #   orphan             reconcile: a job with the prefix and no live record (L4)
 _reasons := {
-	"end": {"destroyed", "expired", "job_missing", "placement_failed", "register_failed", "placement_unknown", "start_timeout", "reclaimed", "lost", "disk_quota"},
+	"end": {"destroyed", "expired", "job_missing", "placement_failed", "register_failed", "placement_unknown", "start_timeout", "record_failed", "reclaimed", "lost", "disk_quota"},
 	"purge": {"orphan"},
 }
 

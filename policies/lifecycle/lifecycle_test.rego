@@ -40,7 +40,7 @@ allowed(inp) if {
 # --- the allowed paths -----------------------------------------------------------------
 
 test_every_end_reason_is_allowed_with_all_effects if {
-	every reason in {"destroyed", "expired", "placement_failed", "register_failed", "placement_unknown", "start_timeout", "reclaimed", "lost", "disk_quota"} {
+	every reason in {"destroyed", "expired", "placement_failed", "register_failed", "placement_unknown", "start_timeout", "record_failed", "reclaimed", "lost", "disk_quota"} {
 		allowed(ending(reason))
 	}
 }
