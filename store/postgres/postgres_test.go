@@ -45,3 +45,7 @@ func TestConformanceAcrossReplicas(t *testing.T) {
 		return s
 	})
 }
+
+func TestDecisionLogConformance(t *testing.T) {
+	storetest.RunDecisionLog(t, func(t *testing.T) store.DecisionLog { return open(t) })
+}
