@@ -30,7 +30,25 @@ func (s *Server) Reap(ctx context.Context) (int, error) {
 	if _, err := s.Prune(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	if err := s.pruneDecisions(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	return n, errors.Join(errs...)
+}
+
+// pruneDecisions deletes the shared decision log's decisions older than
+// Config.DecisionRetention (nothing without a shared log, or with a
+// negative retention).
+func (s *Server) pruneDecisions(ctx context.Context) error {
+	if s.cfg.DecisionRetention < 0 || !s.cfg.Decisions.Shared() {
+		return nil
+	}
+	before := s.cfg.Now().Add(-s.cfg.DecisionRetention)
+	n, err := s.cfg.Decisions.Prune(ctx, before)
+	if n > 0 {
+		s.log.Info("pruned shared decisions past their retention", "decisions", n, "taken_before", before.UTC())
+	}
+	return err
 }
 
 // pruneBatch bounds the records one prune transaction deletes, so a long

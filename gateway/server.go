@@ -116,6 +116,11 @@ type Config struct {
 	// after it ended; the reaper prunes older ones. Default 7 days;
 	// negative keeps them forever. The decision log keeps the audit trail.
 	Retention time.Duration
+	// DecisionRetention is how long the shared decision log (the one the
+	// replicas of a PostgreSQL store write) keeps a decision; the reaper
+	// prunes older ones. Default 30 days; negative keeps them forever. A
+	// gateway's own file rotates by size instead.
+	DecisionRetention time.Duration
 	// ReclaimInterval is how often the usage monitor reads the usage and
 	// drain state of nodes holding sandboxes (R2, R3); default 30 s.
 	ReclaimInterval time.Duration
@@ -190,6 +195,7 @@ func (c *Config) defaults() {
 	setDur(&c.ReconcileInterval, 5*time.Minute)
 	setDur(&c.ReclaimInterval, 30*time.Second)
 	setDur(&c.Retention, 7*24*time.Hour)
+	setDur(&c.DecisionRetention, 30*24*time.Hour)
 	setDur(&c.RateLimitWindow, 10*time.Second)
 	if c.RateLimitMaxKeys == 0 {
 		c.RateLimitMaxKeys = 100_000

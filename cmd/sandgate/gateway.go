@@ -55,6 +55,9 @@ type gatewayOptions struct {
 	ReconcileInterval time.Duration
 	ReclaimInterval   time.Duration
 	Retention         time.Duration
+	// DecisionRetention is how long the shared decision log of a
+	// postgres store keeps a decision (zero: the gateway's default).
+	DecisionRetention time.Duration
 	// Replica names this gateway among several; LeaseTTL is the
 	// background lease's lifetime (zero: the gateway's defaults).
 	Replica          string
@@ -185,7 +188,7 @@ func runGateway(ctx context.Context, o gatewayOptions, logOut io.Writer) error {
 	policyLimits.ReplayWorker = replay.SelfCommand()
 	cfg.Gateway = gateway.Config{
 		Logger: log, ReaperInterval: o.ReaperInterval, ReconcileInterval: o.ReconcileInterval,
-		ReclaimInterval: o.ReclaimInterval, Retention: o.Retention, StartTimeout: o.StartTimeout,
+		ReclaimInterval: o.ReclaimInterval, Retention: o.Retention, DecisionRetention: o.DecisionRetention, StartTimeout: o.StartTimeout,
 		Replica: o.Replica, LeaseTTL: o.LeaseTTL,
 		Simulated: o.Simulated, Version: version, LogInputs: o.DecisionInputs, Policy: policyLimits, TrustedProxies: o.TrustedProxies,
 		ReadHeaderTimeout: o.HTTP.ReadHeader, ReadTimeout: o.HTTP.Read, WriteTimeout: o.HTTP.Write, IdleTimeout: o.HTTP.Idle,

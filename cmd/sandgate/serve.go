@@ -173,6 +173,11 @@ type serveConfig struct {
 		Keep     int   `json:"keep"`
 		// IncludeInputs keeps each decision's input, masked, for replay.
 		IncludeInputs bool `json:"include_inputs"`
+		// Retention is how long the shared decision log (the postgres
+		// store's, which every replica writes and GET /v1/decisions
+		// reads) keeps a decision (default "720h"; "-1s" keeps them
+		// forever). The file rotates by size instead.
+		Retention duration `json:"retention"`
 	} `json:"decision_log"`
 	// Nodes are enrolled at every start (until the hosts API manages them).
 	Nodes []struct {
@@ -305,6 +310,7 @@ func loadServeConfig(path string) (gatewayOptions, error) {
 		Replica: c.Replica, LeaseTTL: time.Duration(c.LeaseTTL),
 		StartTimeout:     time.Duration(c.StartTimeout),
 		DecisionLogBytes: c.DecisionLog.MaxBytes, DecisionLogKeep: c.DecisionLog.Keep, DecisionInputs: c.DecisionLog.IncludeInputs,
+		DecisionRetention: time.Duration(c.DecisionLog.Retention),
 		PolicyLimits: gateway.PolicyLimits{
 			EvaluateTimeout: time.Duration(c.Policy.Evaluate.Timeout), EvaluateMaxBytes: c.Policy.Evaluate.MaxBytes,
 			EvaluateConcurrency: c.Policy.Evaluate.Concurrency,

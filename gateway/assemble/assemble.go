@@ -89,6 +89,11 @@ func (g *Gateway) open(ctx context.Context, cfg Config) error {
 		cfg.Gateway.Replica = gateway.DefaultReplica()
 	}
 	cfg.Audit.Replica = cfg.Gateway.Replica
+	// On a store the replicas share, so is the decision log: a query
+	// answers for the whole deployment.
+	if shared, ok := g.Store.(store.DecisionLog); ok {
+		cfg.Audit.Shared = shared
+	}
 	if g.Decisions, err = audit.Open(cfg.Audit); err != nil {
 		return err
 	}

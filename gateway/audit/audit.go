@@ -6,6 +6,11 @@
 // SHA-256; with inputs on (decision_log.include_inputs) each line also
 // keeps the input, masked (MaskInput), so a candidate bundle can be
 // replayed against real decisions.
+//
+// On a store that several replicas share (the PostgreSQL store), the log
+// is shared too (Config.Shared): every line is also appended to the
+// store, and queries and replays read the store, so they answer for the
+// whole deployment (shared.go).
 package audit
 
 import (
@@ -18,6 +23,7 @@ import (
 
 	"sandgate/gateway/wire"
 	"sandgate/internal/clip"
+	"sandgate/store"
 )
 
 // Entry is one decision, as the log keeps it and GET /v1/decisions
@@ -39,12 +45,18 @@ type Config struct {
 	// (a line that names its own keeps it), so the lines of several
 	// replicas, shipped to one place, say where each decision was taken.
 	Replica string
+	// Shared, when set, is the decision log the replicas of a deployment
+	// share (the PostgreSQL store): every entry is appended there too,
+	// before its line is written here, and Query and Each read it
+	// (shared.go). nil: this file is the whole log.
+	Shared store.DecisionLog
 }
 
 // Log is a size-rotated JSON-lines file, safe for concurrent use. Every
 // Write is one write(2) of one complete line.
 type Log struct {
 	cfg  Config
+	ship *shipper // nil without Config.Shared
 	mu   sync.Mutex
 	f    *os.File
 	size int64
@@ -65,6 +77,9 @@ func Open(cfg Config) (*Log, error) {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
 	l := &Log{cfg: cfg}
+	if cfg.Shared != nil {
+		l.ship = &shipper{sink: cfg.Shared}
+	}
 	if err := l.open(); err != nil {
 		return nil, err
 	}
@@ -85,15 +100,22 @@ func (l *Log) open() error {
 	return nil
 }
 
-// Write appends one entry. An error means the entry was not recorded; the
-// caller must refuse the request it was deciding.
+// Write appends one entry: to the shared log first, when there is one,
+// then to the file. An error means the entry was not recorded (when only
+// the file failed, the shared log has it); the caller must refuse the
+// request it was deciding.
 func (l *Log) Write(e Entry) error {
 	if e.Replica == "" {
 		e.Replica = l.cfg.Replica
 	}
-	line, err := encodeLine(e)
+	line, b, err := encodeLine(e)
 	if err != nil {
 		return err
+	}
+	if l.ship != nil {
+		if err := l.ship.ship(sharedDecision(b, line[:len(line)-1])); err != nil {
+			return err
+		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -167,18 +189,18 @@ func Bounded(e Entry) Entry {
 	return e
 }
 
-// encodeLine is the entry's JSON line, within MaxLineBytes: JSON escaping can
-// grow a bounded field up to six times, so the text bounds shrink until
-// the line fits.
-func encodeLine(e Entry) ([]byte, error) {
+// encodeLine is the entry's JSON line, within MaxLineBytes, and the entry
+// as the line holds it: JSON escaping can grow a bounded field up to six
+// times, so the text bounds shrink until the line fits.
+func encodeLine(e Entry) ([]byte, Entry, error) {
 	b := Bounded(e)
 	for field, text := MaxFieldBytes, MaxTextBytes; ; field, text = field/2, text/4 {
 		line, err := json.Marshal(b)
 		if err != nil {
-			return nil, fmt.Errorf("audit: marshal: %w", err)
+			return nil, b, fmt.Errorf("audit: marshal: %w", err)
 		}
 		if len(line)-len(b.Input) < MaxLineBytes || field < 8 {
-			return append(line, '\n'), nil
+			return append(line, '\n'), b, nil
 		}
 		for _, f := range []*string{&b.Principal, &b.Method, &b.Route, &b.ClientRequestID, &b.SandboxID} {
 			*f = clip.String(*f, field)

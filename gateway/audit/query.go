@@ -65,9 +65,10 @@ func decodeCursor(s string) (cursor, error) {
 }
 
 // Query reads the retained log (the rotated files, oldest first, then the
-// live file as it was when the query began) and returns the newest
-// entries that match q and are older than q.Cursor. It never blocks the
-// writers for longer than it takes to open the files.
+// live file as it was when the query began; or, with Config.Shared, the
+// log every replica writes) and returns the newest entries that match q
+// and are older than q.Cursor. It never blocks the writers for longer
+// than it takes to open the files.
 func (l *Log) Query(q Query) (Page, error) {
 	if q.Limit == 0 {
 		q.Limit = 50
@@ -82,6 +83,9 @@ func (l *Log) Query(q Query) (Page, error) {
 			return Page{}, err
 		}
 		cur = &c
+	}
+	if l.cfg.Shared != nil {
+		return l.querySharedLog(q, cur)
 	}
 	files, err := l.snapshot()
 	if err != nil {
@@ -252,8 +256,12 @@ func ReadFile(r io.Reader, each func(Entry) error) (skipped int, err error) {
 }
 
 // Each hands every retained entry, oldest first, to each (the live file
-// as it was when Each began); it stops at each's first error.
+// as it was when Each began; or, with Config.Shared, every entry of the
+// log the replicas share); it stops at each's first error.
 func (l *Log) Each(each func(Entry) error) error {
+	if l.cfg.Shared != nil {
+		return l.eachShared(each)
+	}
 	files, err := l.snapshot()
 	if err != nil {
 		return err
