@@ -37,7 +37,7 @@ func binary(t *testing.T) string {
 			binaryErr = err
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "sandgate"), "sandgate/cmd/sandgate")
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "sandgate"), "sandgate/cmd/sandgate") //nolint:gosec // G204: the test builds the product
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binaryErr = fmt.Errorf("go build: %w\n%s", err, out)
 			return

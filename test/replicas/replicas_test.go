@@ -306,7 +306,7 @@ func TestRestartingTheDatabaseUnderLoadLosesAndDuplicatesNothing(t *testing.T) {
 					dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 					derr := r.client(t, sb.Token).DestroySandbox(dctx, sb.ID)
 					cancel()
-					if derr != nil && !(errors.As(derr, &p) && p.Status == http.StatusServiceUnavailable) {
+					if derr != nil && (!errors.As(derr, &p) || p.Status != http.StatusServiceUnavailable) {
 						fail(fmt.Sprintf("destroy through %s: %v", r.name, derr))
 					}
 				case errors.As(err, &p) && p.Status == http.StatusServiceUnavailable:
