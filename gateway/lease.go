@@ -28,8 +28,14 @@ const backgroundLeaseName = "background"
 type backgroundLease struct {
 	leaser  store.Leaser // nil: the store serves this gateway alone
 	replica string
-	ttl     time.Duration
-	now     func() time.Time
+	// holder is this process's name in the lease: the replica's name and
+	// an instance id of its own, so two processes that were given one
+	// name (a copied config, a container's pid 1 on one host), or a
+	// replica restarted before its old lease expired, are never both
+	// its holder.
+	holder string
+	ttl    time.Duration
+	now    func() time.Time
 
 	mu         sync.Mutex
 	lease      store.Lease // as last seen: held by this replica or another
@@ -38,7 +44,7 @@ type backgroundLease struct {
 }
 
 func newBackgroundLease(st store.Store, replica string, ttl time.Duration, now func() time.Time) *backgroundLease {
-	b := &backgroundLease{replica: replica, ttl: ttl, now: now}
+	b := &backgroundLease{replica: replica, holder: replica + "#" + randomHex(4), ttl: ttl, now: now}
 	if l, ok := st.(store.Leaser); ok {
 		b.leaser = l
 	}
@@ -56,14 +62,14 @@ func (b *backgroundLease) refresh(ctx context.Context) (held, taken bool) {
 		return true, false
 	}
 	asked := b.now()
-	l, err := b.leaser.AcquireLease(ctx, backgroundLeaseName, b.replica, b.ttl)
+	l, err := b.leaser.AcquireLease(ctx, backgroundLeaseName, b.holder, b.ttl)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	before := b.heldLocked(asked)
 	b.lastErr = err
 	if err == nil {
 		b.lease = l
-		if l.Holder == b.replica {
+		if l.Holder == b.holder {
 			b.validUntil = asked.Add(b.ttl)
 		} else {
 			b.validUntil = time.Time{}
@@ -74,7 +80,7 @@ func (b *backgroundLease) refresh(ctx context.Context) (held, taken bool) {
 }
 
 func (b *backgroundLease) heldLocked(at time.Time) bool {
-	return b.lease.Holder == b.replica && at.Before(b.validUntil)
+	return b.lease.Holder == b.holder && at.Before(b.validUntil)
 }
 
 // fence returns ctx carrying this replica's lease, and whether it holds
@@ -100,14 +106,15 @@ func (b *backgroundLease) release(ctx context.Context) error {
 	b.mu.Lock()
 	b.validUntil = time.Time{}
 	b.mu.Unlock()
-	return b.leaser.ReleaseLease(ctx, backgroundLeaseName, b.replica)
+	return b.leaser.ReleaseLease(ctx, backgroundLeaseName, b.holder)
 }
 
 // leaseStatus is what /readyz and the metrics say of the lease.
 type leaseStatus struct {
 	Replica string `json:"replica"`
 	// Holder is the replica that runs the background loops, as last
-	// seen; "" before the first election.
+	// seen: its name, "#" and the instance id of its process; "" before
+	// the first election.
 	Holder string `json:"holder"`
 	// Held: this replica holds the lease now.
 	Held  bool  `json:"held"`
@@ -119,7 +126,7 @@ type leaseStatus struct {
 
 func (b *backgroundLease) status() leaseStatus {
 	if b.leaser == nil {
-		return leaseStatus{Replica: b.replica, Holder: b.replica, Held: true}
+		return leaseStatus{Replica: b.replica, Holder: b.holder, Held: true}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

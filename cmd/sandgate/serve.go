@@ -205,7 +205,13 @@ func (d *duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-func loadServeConfig(path string) (gatewayOptions, error) {
+// serveOverrides are serve's flags that take the place of fields of the
+// file: what tells the replicas of one configuration apart.
+type serveOverrides struct {
+	Listen, Replica string
+}
+
+func loadServeConfig(path string, over serveOverrides) (gatewayOptions, error) {
 	var o gatewayOptions
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -216,6 +222,12 @@ func loadServeConfig(path string) (gatewayOptions, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
 		return o, fmt.Errorf("%s: %w", path, err)
+	}
+	if over.Listen != "" {
+		c.Listen = over.Listen
+	}
+	if over.Replica != "" {
+		c.Replica = over.Replica
 	}
 	var problems []string
 	if c.Listen == "" {
@@ -398,19 +410,23 @@ func countSet(set ...bool) int {
 }
 
 func newServeCmd() *cobra.Command {
-	var configFile string
+	var configFile, listen, replica string
 	cmd := &cobra.Command{
-		Use:   "serve --config FILE",
+		Use:   "serve --config FILE [--listen ADDR] [--replica NAME]",
 		Short: "Run the gateway in production from a JSON configuration file",
 		Long: `Run the gateway from a JSON configuration file (see docs/runbook.md for every
 field). Mint the first operator token with 'sandgate token mint --offline --data DIR'
-before the first start: the store is locked while the gateway runs.`,
+before the first start: the bbolt store is locked while the gateway runs.
+
+--listen and --replica take the place of the file's listen and replica: the
+replicas of one deployment share one file and differ in these (a scheduler
+gives each its port and name, as deploy/nomad/sandgate.nomad.hcl does).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if configFile == "" {
 				return errors.New("--config is required")
 			}
-			o, err := loadServeConfig(configFile)
+			o, err := loadServeConfig(configFile, serveOverrides{Listen: listen, Replica: replica})
 			if err != nil {
 				return err
 			}
@@ -420,5 +436,7 @@ before the first start: the store is locked while the gateway runs.`,
 		},
 	}
 	cmd.Flags().StringVar(&configFile, "config", "", "configuration file (JSON)")
+	cmd.Flags().StringVar(&listen, "listen", "", "address of the API, in place of the file's listen")
+	cmd.Flags().StringVar(&replica, "replica", "", "this replica's name, in place of the file's replica")
 	return cmd
 }

@@ -51,7 +51,7 @@ func TestServeConfigIsReadStrictly(t *testing.T) {
 	  "http":{"read_header_timeout":"5s","read_timeout":"20s","write_timeout":"40s","idle_timeout":"1m"},
 	  "trusted_proxies":["10.0.0.0/8","192.0.2.7","fd00::/8"],
 	  "nodes":[{"name":"w1","egress":true,"max_sandboxes":4}]}`
-	o, err := loadServeConfig(writeConfig(t, good))
+	o, err := loadServeConfig(writeConfig(t, good), serveOverrides{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestServeConfigIsReadStrictly(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := loadServeConfig(writeConfig(t, c.body))
+			_, err := loadServeConfig(writeConfig(t, c.body), serveOverrides{})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err %v, want one mentioning %q", err, c.want)
 			}
@@ -118,7 +118,7 @@ func TestServeConfigNamesTheSigningKeys(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			o, err := loadServeConfig(writeConfig(t, `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"}`+tc.keys+`}`))
+			o, err := loadServeConfig(writeConfig(t, `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"}`+tc.keys+`}`), serveOverrides{})
 			if err != nil || !reflect.DeepEqual(o.Keys, tc.want) {
 				t.Fatalf("keys %+v, %v; want %+v", o.Keys, err, tc.want)
 			}
@@ -213,7 +213,7 @@ func TestServeRunsTheGatewayOverTLS(t *testing.T) {
 	  "tls":{"cert_file":"` + certFile + `","key_file":"` + keyFile + `"},
 	  "nomad":{"address":"http://` + simAddr + `"},
 	  "nodes":[{"name":"worker-1","max_sandboxes":3}]}`
-	o, err := loadServeConfig(writeConfig(t, cfg))
+	o, err := loadServeConfig(writeConfig(t, cfg), serveOverrides{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestServeRefusesToEnrollWhatThePolicyRefuses(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			data := t.TempDir()
 			cfg := `{"listen":"127.0.0.1:0","data_dir":"` + data + `","nomad":{"address":"http://` + simAddr + `"},"nodes":[` + c.node + `]}`
-			o, err := loadServeConfig(writeConfig(t, cfg))
+			o, err := loadServeConfig(writeConfig(t, cfg), serveOverrides{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -314,7 +314,7 @@ func TestServeTakesTheStoreDSNFromTheEnvironmentFirst(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(envStoreDSN, tc.env)
-			o, err := loadServeConfig(writeConfig(t, fmt.Sprintf(base, tc.store)))
+			o, err := loadServeConfig(writeConfig(t, fmt.Sprintf(base, tc.store)), serveOverrides{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -348,7 +348,7 @@ func TestServeSignsWithTheKeyDirsActiveKey(t *testing.T) {
 	cfg := writeConfig(t, `{"listen":"127.0.0.1:0","data_dir":"`+data+`","signing_key_dir":"`+keys+`","nomad":{"address":"http://`+simAddr+`"}}`)
 
 	// B is not active yet: A signs.
-	o, err := loadServeConfig(cfg)
+	o, err := loadServeConfig(cfg, serveOverrides{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,5 +402,28 @@ func TestServeSignsWithTheKeyDirsActiveKey(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("serve did not shut down cleanly: %v", err)
+	}
+}
+
+// --listen and --replica take the place of the file's fields: replicas of
+// one deployment share the file and differ in these; the file's listen is
+// then not required.
+func TestServeFlagsTakeThePlaceOfTheFilesListenAndReplica(t *testing.T) {
+	t.Parallel()
+	path := writeConfig(t, `{"listen":"127.0.0.1:8443","replica":"from-file","data_dir":"d","nomad":{"address":"http://n"}}`)
+	o, err := loadServeConfig(path, serveOverrides{})
+	if err != nil || o.Listen != "127.0.0.1:8443" || o.Replica != "from-file" {
+		t.Fatalf("without flags: %q %q %v", o.Listen, o.Replica, err)
+	}
+	o, err = loadServeConfig(path, serveOverrides{Listen: "0.0.0.0:24123", Replica: "sandgate.gateway[1]"})
+	if err != nil || o.Listen != "0.0.0.0:24123" || o.Replica != "sandgate.gateway[1]" {
+		t.Fatalf("with flags: %q %q %v", o.Listen, o.Replica, err)
+	}
+	noListen := writeConfig(t, `{"data_dir":"d","nomad":{"address":"http://n"}}`)
+	if _, err := loadServeConfig(noListen, serveOverrides{}); err == nil || !strings.Contains(err.Error(), "listen is required") {
+		t.Fatalf("no listen anywhere: %v", err)
+	}
+	if o, err := loadServeConfig(noListen, serveOverrides{Listen: "127.0.0.1:0"}); err != nil || o.Listen != "127.0.0.1:0" {
+		t.Fatalf("listen from the flag alone: %q %v", o.Listen, err)
 	}
 }

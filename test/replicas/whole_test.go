@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"sandgate/gateway/client"
 	"sandgate/internal/pgtest"
@@ -76,5 +78,34 @@ func TestEveryReplicaAnswersForTheWholeDeployment(t *testing.T) {
 				t.Fatalf("GET /v1/decisions through %s shows no decision of %s: %v", r.name, name, byReplica)
 			}
 		}
+	}
+}
+
+// TestTwoReplicasGivenOneNameNeverBothHoldTheLease: a copied config that
+// names two processes alike (or a container's pid 1 on one host) must
+// not make them both the holder of the background lease; the lease
+// names each process's instance too.
+func TestTwoReplicasGivenOneNameNeverBothHoldTheLease(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t, pgtest.Database(t), 0)
+	twins := []*replica{d.add("twin"), d.add("twin")}
+	for _, r := range twins {
+		d.start(r)
+	}
+	holder := d.holder(twins, 60*time.Second)
+	for range 50 {
+		var held int
+		for _, r := range twins {
+			if b, ok := r.lease(); ok && b.Held {
+				held++
+			}
+		}
+		if held > 1 {
+			t.Fatalf("both replicas named twin hold the background lease")
+		}
+	}
+	b, _ := holder.lease()
+	if b.Replica != "twin" || !strings.HasPrefix(b.Holder, "twin#") {
+		t.Fatalf("/readyz says %+v; want replica twin, holder twin#<instance>", b)
 	}
 }
