@@ -216,11 +216,13 @@ func loadKeys(c Config) (key ed25519.PrivateKey, verify []ed25519.PublicKey, cre
 			return nil, nil, false, fmt.Errorf("signing key dir %s: %w", c.KeyDir, err)
 		}
 	case len(c.KeyFiles) != 0:
-		keys := make([]ed25519.PrivateKey, len(c.KeyFiles))
-		for i, f := range c.KeyFiles {
-			if keys[i], err = token.LoadKey(f); err != nil {
+		var keys []ed25519.PrivateKey
+		for _, f := range c.KeyFiles {
+			ks, err := token.LoadKeys(f)
+			if err != nil {
 				return nil, nil, false, fmt.Errorf("signing key files: %w", err)
 			}
+			keys = append(keys, ks...)
 		}
 		if key, verify, err = token.SelectActive(keys, c.ActiveKID); err != nil {
 			return nil, nil, false, fmt.Errorf("signing key files (ActiveKID %q): %w", c.ActiveKID, err)

@@ -56,16 +56,18 @@ type Config struct {
 	// <DataDir>/signing.key unless Token.Key, KeyDir or KeyFiles gives
 	// the keys; it must be "" when one of them does.
 	KeyFile string
-	// KeyDir is a key directory (token.ReadKeyDir): every key file in it
-	// (*.pem, 0600 PKCS#8 Ed25519) verifies tokens and the one its
+	// KeyDir is a key directory (token.ReadKeyDir): every key of its key
+	// files (*.pem, 0600 PKCS#8 Ed25519, one key or several a file)
+	// verifies tokens and the one its
 	// "active" file names signs them. Nothing in it is created; `sandgate
 	// key generate` and `sandgate key activate` prepare it. Replicas given
 	// copies of one directory sign and verify alike (docs/runbook.md,
 	// "Rotate the signing key").
 	KeyDir string
-	// KeyFiles are key files that form the key set, as LoadKey reads
-	// each; none is created. ActiveKID names the one that signs
-	// (`sandgate key list` shows kids); it may be "" with one file.
+	// KeyFiles are key files that form the key set, as LoadKeys reads
+	// each (one key or several a file); none is created. ActiveKID names
+	// the one that signs (`sandgate key list` shows kids); it may be ""
+	// with one key.
 	KeyFiles []string
 	// ActiveKID is the kid (token.KeyID) of the key of KeyFiles that
 	// signs; one that none of them has refuses the start. Only with

@@ -1,6 +1,7 @@
 package token
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
@@ -22,9 +23,26 @@ const maxKeyFileSize = 64 << 10
 // LoadKey reads the Ed25519 signing key at path: a PEM "PRIVATE KEY"
 // (PKCS#8) block in a regular file whose mode grants nothing beyond 0600.
 // A missing file is an error that matches fs.ErrNotExist; a file with a
-// looser mode matches ErrKeyPermissions; anything that is not a PKCS#8
-// Ed25519 key matches ErrKeyInvalid.
+// looser mode matches ErrKeyPermissions; anything that is not one PKCS#8
+// Ed25519 key (a second key included: LoadKeys reads those) matches
+// ErrKeyInvalid.
 func LoadKey(path string) (ed25519.PrivateKey, error) {
+	keys, err := LoadKeys(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) != 1 {
+		return nil, fmt.Errorf("token: load key %s: %d keys in one file, want one: %w", path, len(keys), ErrKeyInvalid)
+	}
+	return keys[0], nil
+}
+
+// LoadKeys reads the Ed25519 keys at path as LoadKey does, the file
+// holding one key or several: PEM "PRIVATE KEY" blocks back to back (a key
+// set rendered into one file, as a Nomad template renders a variable),
+// with nothing but white space between and around them. A file without a
+// key, or with anything else in it, matches ErrKeyInvalid.
+func LoadKeys(path string) ([]ed25519.PrivateKey, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("token: load key: %w", err)
@@ -52,11 +70,11 @@ func LoadKey(path string) (ed25519.PrivateKey, error) {
 	if len(data) > maxKeyFileSize {
 		return nil, fmt.Errorf("token: load key %s: file larger than %d bytes: %w", path, maxKeyFileSize, ErrKeyInvalid)
 	}
-	key, err := parseKeyPEM(data)
+	keys, err := parseKeysPEM(data)
 	if err != nil {
 		return nil, fmt.Errorf("token: load key %s: %w", path, err)
 	}
-	return key, nil
+	return keys, nil
 }
 
 // LoadOrCreateKey returns the key at path, as LoadKey does, or, when no file
@@ -103,12 +121,40 @@ func newKeyPEM() (ed25519.PrivateKey, []byte, error) {
 	return key, pem.EncodeToMemory(&pem.Block{Type: pemType, Bytes: der}), nil
 }
 
-// parseKeyPEM decodes the first PEM block of data as a PKCS#8 Ed25519 key.
-func parseKeyPEM(data []byte) (ed25519.PrivateKey, error) {
-	block, _ := pem.Decode(data)
-	if block == nil {
+// parseKeysPEM decodes every PEM block of data as a PKCS#8 Ed25519 key;
+// data must hold at least one and nothing besides them but white space.
+func parseKeysPEM(data []byte) ([]ed25519.PrivateKey, error) {
+	var keys []ed25519.PrivateKey
+	for rest := data; ; {
+		if len(bytes.TrimSpace(rest)) == 0 {
+			break
+		}
+		block, after := pem.Decode(rest)
+		if block == nil {
+			if len(keys) == 0 {
+				return nil, fmt.Errorf("no PEM block: %w", ErrKeyInvalid)
+			}
+			return nil, fmt.Errorf("something other than a PEM block after key %d: %w", len(keys), ErrKeyInvalid)
+		}
+		// pem.Decode skips text before a block: refuse it.
+		if lead := rest[:len(rest)-len(after)]; !bytes.HasPrefix(bytes.TrimLeft(lead, " \t\r\n"), []byte("-----BEGIN ")) {
+			return nil, fmt.Errorf("text before the PEM block of key %d: %w", len(keys)+1, ErrKeyInvalid)
+		}
+		key, err := parseKeyBlock(block)
+		if err != nil {
+			return nil, fmt.Errorf("key %d: %w", len(keys)+1, err)
+		}
+		keys = append(keys, key)
+		rest = after
+	}
+	if len(keys) == 0 {
 		return nil, fmt.Errorf("no PEM block: %w", ErrKeyInvalid)
 	}
+	return keys, nil
+}
+
+// parseKeyBlock decodes one PEM block as a PKCS#8 Ed25519 key.
+func parseKeyBlock(block *pem.Block) (ed25519.PrivateKey, error) {
 	if block.Type != pemType {
 		return nil, fmt.Errorf("PEM block type %q, want %q: %w", block.Type, pemType, ErrKeyInvalid)
 	}

@@ -14,11 +14,14 @@ import (
 	"time"
 )
 
-// A key directory holds a gateway's key set: one file per key, each a
-// PKCS#8 Ed25519 PEM of mode 0600 as LoadKey reads it, named <kid>.pem by
+// A key directory holds a gateway's key set: key files, each a PKCS#8
+// Ed25519 PEM of mode 0600 as LoadKeys reads it, named <kid>.pem by
 // CreateKey (any name ending in KeyExt is read; the kid always comes from
 // the key), and the file ActiveFile naming the kid that signs. Every key
-// verifies. Replicas given copies of one directory sign and verify alike.
+// verifies. A file may also hold several keys (the whole set rendered
+// into one file, as a Nomad template renders a variable); CreateKey and
+// Retire keep one key per file. Replicas given copies of one directory
+// sign and verify alike.
 const (
 	// ActiveFile names the active key's kid (one line).
 	ActiveFile = "active"
@@ -81,7 +84,7 @@ func ReadKeyDir(dir string) (KeyDir, error) {
 			continue
 		}
 		path := filepath.Join(dir, name)
-		key, err := LoadKey(path)
+		keys, err := LoadKeys(path)
 		if err != nil {
 			return d, err
 		}
@@ -89,12 +92,14 @@ func ReadKeyDir(dir string) (KeyDir, error) {
 		if err != nil {
 			return d, fmt.Errorf("token: key dir: %w", err)
 		}
-		kid := PrivateKeyID(key)
-		if other, dup := byKID[kid]; dup {
-			return d, fmt.Errorf("token: key dir %s: %s and %s hold the same key %s: %w", dir, other, name, kid, ErrKeySet)
+		for _, key := range keys {
+			kid := PrivateKeyID(key)
+			if other, dup := byKID[kid]; dup {
+				return d, fmt.Errorf("token: key dir %s: %s and %s hold the same key %s: %w", dir, other, name, kid, ErrKeySet)
+			}
+			byKID[kid] = name
+			d.Keys = append(d.Keys, DirKey{KID: kid, Path: path, Key: key, ModTime: fi.ModTime()})
 		}
-		byKID[kid] = name
-		d.Keys = append(d.Keys, DirKey{KID: kid, Path: path, Key: key, ModTime: fi.ModTime()})
 	}
 	if len(d.Keys) > MaxKeys {
 		return d, fmt.Errorf("token: key dir %s: %d keys, at most %d (retire some): %w", dir, len(d.Keys), MaxKeys, ErrKeySet)
@@ -238,7 +243,8 @@ func Activate(dir, kid string) error {
 
 // Retire deletes the key kid's file from dir: tokens it signed are refused
 // once a gateway on dir starts or reloads. It refuses the active key
-// (ErrKeyActive) and a kid none of dir's keys has (ErrKeySet), and returns
+// (ErrKeyActive), a kid none of dir's keys has, and a key whose file holds
+// other keys too (ErrKeySet: rewrite that file without it), and returns
 // the key's file as it was.
 func Retire(dir, kid string) (DirKey, error) {
 	d, err := ReadKeyDir(dir)
@@ -251,6 +257,11 @@ func Retire(dir, kid string) (DirKey, error) {
 	}
 	if kid == d.Active {
 		return DirKey{}, fmt.Errorf("token: key dir %s: %s signs; activate another key first: %w", dir, kid, ErrKeyActive)
+	}
+	for _, other := range d.Keys {
+		if other.KID != kid && other.Path == k.Path {
+			return DirKey{}, fmt.Errorf("token: key dir %s: %s holds %s and other keys; write it again without this one: %w", dir, k.Path, kid, ErrKeySet)
+		}
 	}
 	if err := os.Remove(k.Path); err != nil {
 		return DirKey{}, fmt.Errorf("token: retire: %w", err)
