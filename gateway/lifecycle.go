@@ -105,12 +105,52 @@ func (s *Server) endBecause(ctx context.Context, id, reason, lastError, principa
 // may exist even when Register failed: the answer can be lost), then mark
 // the record failed, which releases its budget. If the purge fails the
 // record still fails: reconcile purges prefixed jobs without a live record.
+//
+// When the end cannot be decided now (the engine failed, or the decision
+// could not be logged: a shared decision log whose database is down), a
+// goroutine asks again every failStartRetry until it is decided or the
+// gateway stops: the create was answered as failed, so its sandbox must
+// not go on running once the database is back. A gateway that stops
+// first leaves the record starting, which reconcile settles or ends.
 func (s *Server) failStart(rec store.Sandbox, reason string, cause error) {
+	if s.tryFailStart(rec, reason, cause) {
+		return
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		t := time.NewTicker(failStartRetry)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-t.C:
+				if s.tryFailStart(rec, reason, cause) {
+					return
+				}
+			}
+		}
+	}()
+}
+
+// failStartRetry is how often failStart asks again for an end it could
+// not have decided.
+const failStartRetry = time.Second
+
+// tryFailStart is one attempt of failStart; it reports false when the end
+// could not be decided (and nothing was done), true when it was decided
+// either way.
+func (s *Server) tryFailStart(rec store.Sandbox, reason string, cause error) bool {
 	ctx, cancel := context.WithTimeout(s.ctx, callTimeout)
 	defer cancel()
 	if err := s.allowLifecycle(ctx, endInput(rec, reason, allEffects, true), principalCreate); err != nil {
+		if de := (*DecisionError)(nil); errors.As(err, &de) && s.ctx.Err() == nil {
+			s.log.Warn("the end of a sandbox that did not start could not be decided; asking again", "sandbox", rec.ID, "err", err)
+			return false
+		}
 		s.log.Error("the policy refused to end a sandbox that did not start; it keeps its budget", "sandbox", rec.ID, "err", err)
-		return
+		return true
 	}
 	if err := s.cfg.Nomad.Purge(ctx, rec.JobID); err != nil {
 		s.log.Warn("purge after a failed start; reconcile will retry", "sandbox", rec.ID, "job", rec.JobID, "err", err)
@@ -119,6 +159,7 @@ func (s *Server) failStart(rec store.Sandbox, reason string, cause error) {
 		s.log.Error("record a failed start", "sandbox", rec.ID, "err", err)
 	}
 	s.log.Info("sandbox failed to start", "sandbox", rec.ID, "reason", reason, "err", cause)
+	return true
 }
 
 // endMissing ends a live record whose job Nomad no longer has (L4).

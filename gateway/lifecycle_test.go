@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"sandgate/gateway/apitest"
+	"sandgate/gateway/audit"
+	"sandgate/gateway/gatewaytest"
 	"sandgate/nomad/nomadsim"
 	"sandgate/store"
 )
@@ -411,7 +414,7 @@ func TestConcurrentCreatesFillEveryNodeWithoutAFalseRefusal(t *testing.T) {
 // every Update fails, as a store whose database has gone away answers.
 type downStore struct {
 	store.Store
-	down atomic.Bool
+	down *atomic.Bool
 }
 
 func (d *downStore) Reserve(ctx context.Context, rec store.Sandbox, admit func(store.ReserveFacts) error) error {
@@ -440,7 +443,7 @@ func TestACreateWhoseRecordCannotBeSettledLeavesNoSandboxRunning(t *testing.T) {
 	t.Parallel()
 	var ds *downStore
 	h := newHarness(t, harnessOptions{wrapStore: func(st store.Store) store.Store {
-		ds = &downStore{Store: st}
+		ds = &downStore{Store: st, down: new(atomic.Bool)}
 		return ds
 	}})
 	r := h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{})
@@ -462,6 +465,62 @@ func TestACreateWhoseRecordCannotBeSettledLeavesNoSandboxRunning(t *testing.T) {
 	rec, err := h.st.Get(context.Background(), live[0].ID)
 	if err != nil || rec.State.Live() || rec.EndReason != "job_missing" {
 		t.Fatalf("after reconcile: %+v %v; want the record ended job_missing", rec, err)
+	}
+	assertBudgetMatchesLiveRecords(t, h)
+}
+
+// downSink is a shared decision log that is down while down is set.
+type downSink struct {
+	down *atomic.Bool
+}
+
+func (d downSink) AppendDecisions(context.Context, []store.Decision) error {
+	if d.down.Load() {
+		return fmt.Errorf("%w: the database is unreachable", store.ErrUnavailable)
+	}
+	return nil
+}
+
+func (d downSink) Decisions(context.Context, store.DecisionQuery) ([]store.Decision, error) {
+	return nil, nil
+}
+
+func (d downSink) PruneDecisions(context.Context, time.Time, int) (int, error) { return 0, nil }
+
+// TestAFailedStartThatCannotBeDecidedNowIsEndedOnceItCan: the database
+// of a shared store and decision log goes away between the reservation
+// and the settle. The create is answered 503, and the end of its sandbox
+// cannot be decided (its decision cannot be logged): nothing is done
+// then, but the gateway asks again, and once the database is back the
+// job is purged and the record fails, its budget released.
+func TestAFailedStartThatCannotBeDecidedNowIsEndedOnceItCan(t *testing.T) {
+	t.Parallel()
+	down := new(atomic.Bool)
+	gw := gatewaytest.New(t, gatewaytest.Options{
+		WrapStore:   func(st store.Store) store.Store { return &downStore{Store: st, down: down} },
+		AuditConfig: func(c *audit.Config) { c.Shared = downSink{down: down} },
+	})
+	h := harnessOf(t, gw)
+	r := h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{})
+	apitest.ExpectProblem(t, r, http.StatusServiceUnavailable, "unavailable")
+	if jobs := h.sim.Jobs(); len(jobs) != 1 {
+		t.Fatalf("while nothing can be decided, the job stays: %v", jobs)
+	}
+	down.Store(false)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		live, err := h.st.List(context.Background(), store.Filter{LiveOnly: true})
+		if err == nil && len(live) == 0 && len(h.sim.Jobs()) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after the database came back: live %v (%v), jobs %v", live, err, h.sim.Jobs())
+		}
+		time.Sleep(20 * time.Millisecond) // a poll interval
+	}
+	all, err := h.st.List(context.Background(), store.Filter{})
+	if err != nil || len(all) != 1 || all[0].State != store.StateFailed || all[0].EndReason != "record_failed" {
+		t.Fatalf("the record: %+v %v; want failed, record_failed", all, err)
 	}
 	assertBudgetMatchesLiveRecords(t, h)
 }
