@@ -95,7 +95,15 @@ func (s *Server) sandboxIDOf(jobID string) (string, bool) {
 // Such a record is left to the replica that reserved it (its placement
 // watcher settles it) until StartTimeout has passed since it was created;
 // after that, a starting record is one whose replica died mid-create, and
-// reconcile settles or ends it.
+// reconcile settles or ends it. A record this replica reserved (Creator
+// names it: this process, whose inflight marks are here, or an earlier
+// process of the same name, which died) is never another's.
 func (s *Server) creatingElsewhere(r store.Sandbox) bool {
-	return s.lease.shared() && r.State == store.StateStarting && s.cfg.Now().Sub(r.CreatedAt) < s.cfg.StartTimeout
+	if !s.lease.shared() || r.State != store.StateStarting {
+		return false
+	}
+	if name, _, ok := strings.Cut(r.Creator, "#"); ok && name == s.lease.replica {
+		return false
+	}
+	return s.cfg.Now().Sub(r.CreatedAt) < s.cfg.StartTimeout
 }

@@ -216,7 +216,7 @@ func (s *Server) reserveOn(c echo.Context, cl *caller, plan createPlan, cand can
 		Profile: string(spec.Profile), Network: string(spec.Network), Image: spec.Image,
 		CPUMHz: cpu, MemoryMB: mem, Labels: body.Labels, State: store.StateStarting,
 		CreatedAt: now, ExpiresAt: now.Add(spec.TTL), CeilingAt: spec.CeilingAt(), UpdatedAt: now,
-		TokenDigest: token.Digest(raw), TokenJTI: claims.ID, Spec: jobJSON,
+		TokenDigest: token.Digest(raw), TokenJTI: claims.ID, Spec: jobJSON, Creator: s.lease.holder,
 	}
 	if plan.idem != nil {
 		rec.IdempotencyKey, rec.RequestDigest = plan.idem.key, plan.idem.digest

@@ -109,6 +109,11 @@ type Sandbox struct {
 	// RequestDigest is the hex SHA-256 of that create's body, so a repeat
 	// with another body is told apart.
 	RequestDigest string `json:"request_digest,omitempty"`
+	// Creator is the gateway process that reserved the record: its
+	// replica's name, "#" and the id of the process. On a store that
+	// several replicas share, a starting record whose creator is another
+	// replica may be that replica's create in flight.
+	Creator string `json:"creator,omitempty"`
 }
 
 // IdempotencyWindow is how long an Idempotency-Key answers the sandbox it

@@ -136,14 +136,44 @@ func Start(ctx context.Context, bin, dir string) (*Cluster, error) {
 // healthy docker driver (at most 90 s, or ctx). The agent is returned even
 // when the wait fails, so the caller can read its log; Close stops it.
 func (c *Cluster) StartClient(ctx context.Context, name string, meta ...string) (*Agent, error) {
+	return c.StartClientWith(ctx, name, ClientOptions{Meta: meta})
+}
+
+// ClientOptions shape a client agent beyond ClientHCL.
+type ClientOptions struct {
+	// Meta are node meta lines (`key = "value"`).
+	Meta []string
+	// Interface is the node's network_interface (default the cluster's):
+	// "lo" gives the node the address 127.0.0.1, so what listens on its
+	// ports (a task in the host's network) is reached on loopback.
+	Interface string
+	// MinPort and MaxPort bound the node's dynamic ports (default
+	// Nomad's): agents on one machine share its ports, so each node that
+	// hands out host ports needs a range of its own.
+	MinPort, MaxPort int
+}
+
+// StartClientWith is StartClient with the options o.
+func (c *Cluster) StartClientWith(ctx context.Context, name string, o ClientOptions) (*Agent, error) {
 	ports, err := freePorts(3)
 	if err != nil {
 		return nil, err
 	}
+	iface := c.Interface
+	if o.Interface != "" {
+		iface = o.Interface
+	}
 	dir := filepath.Join(c.Dir, name)
-	hcl := fmt.Sprintf(ClientHCL, name, filepath.Join(dir, "data"), ports[0], ports[1], ports[2], c.ServerRPC, c.Interface)
-	if len(meta) > 0 {
-		hcl = strings.Replace(hcl, "client {\n", "client {\n  meta {\n"+strings.Join(meta, "\n")+"\n  }\n", 1)
+	hcl := fmt.Sprintf(ClientHCL, name, filepath.Join(dir, "data"), ports[0], ports[1], ports[2], c.ServerRPC, iface)
+	var extra []string
+	if len(o.Meta) > 0 {
+		extra = append(extra, "  meta {\n"+strings.Join(o.Meta, "\n")+"\n  }")
+	}
+	if o.MinPort > 0 && o.MaxPort >= o.MinPort {
+		extra = append(extra, fmt.Sprintf("  min_dynamic_port = %d\n  max_dynamic_port = %d", o.MinPort, o.MaxPort))
+	}
+	if len(extra) > 0 {
+		hcl = strings.Replace(hcl, "client {\n", "client {\n"+strings.Join(extra, "\n")+"\n", 1)
 	}
 	a, err := startAgent(c.Bin, name, dir, hcl, ports[0])
 	if err != nil {

@@ -13,9 +13,11 @@ import (
 
 	"sandgate/gateway/client"
 	"sandgate/gateway/testhook"
+	"sandgate/internal/pgtest"
 	"sandgate/nomad/nomadsim"
 	"sandgate/store"
 	"sandgate/store/bolt"
+	"sandgate/store/postgres"
 )
 
 const (
@@ -51,13 +53,29 @@ var atCrash = map[testhook.Point]struct {
 }
 
 // TestAGatewayKilledAtEveryStepLeavesNothingBehind is the crash loop of
-// the package documentation.
+// the package documentation, on the gateway's own bbolt file.
 func TestAGatewayKilledAtEveryStepLeavesNothingBehind(t *testing.T) {
 	t.Parallel()
 	cycles := 100
 	if testing.Short() {
 		cycles = 20
 	}
+	crashLoop(t, cycles, lanes, func(*testing.T) string { return "" })
+}
+
+// TestAGatewayOnPostgreSQLKilledAtEveryStepLeavesNothingBehind is the same
+// loop on a PostgreSQL store (each lane its own database): every point
+// twice. A kill there leaves the database's transactions as they
+// committed, and the next start settles the rest.
+func TestAGatewayOnPostgreSQLKilledAtEveryStepLeavesNothingBehind(t *testing.T) {
+	pgtest.SharedDSN(t)
+	t.Parallel()
+	crashLoop(t, 2*len(testhook.Points), 2, func(t *testing.T) string { return pgtest.Database(t) })
+}
+
+// crashLoop runs cycles kill-and-restart cycles over lanes gateways at
+// once, each on the store dsn gives it ("": its bbolt file).
+func crashLoop(t *testing.T, cycles, lanes int, dsn func(*testing.T) string) {
 	built := time.Now()
 	bin, err := hookedBinary()
 	if err != nil {
@@ -76,7 +94,7 @@ func TestAGatewayKilledAtEveryStepLeavesNothingBehind(t *testing.T) {
 				for i := l; i < cycles; i += lanes {
 					points = append(points, testhook.Points[i%len(testhook.Points)])
 				}
-				runLane(t, bin, points, func(p testhook.Point) { mu.Lock(); seen[p]++; mu.Unlock() })
+				runLane(t, bin, dsn(t), points, func(p testhook.Point) { mu.Lock(); seen[p]++; mu.Unlock() })
 			})
 		})
 	}
@@ -98,11 +116,11 @@ func TestAGatewayKilledAtEveryStepLeavesNothingBehind(t *testing.T) {
 }
 
 // runLane crashes one gateway at each of points in turn.
-func runLane(t *testing.T, bin string, points []testhook.Point, paused func(testhook.Point)) {
+func runLane(t *testing.T, bin, dsn string, points []testhook.Point, paused func(testhook.Point)) {
 	simCfg := nomadsim.DefaultConfig()
 	simCfg.RunDelay = 20 * time.Millisecond
 	sim, simURL := nomadsim.NewTestServer(t, simCfg)
-	g := newGateway(t, bin, simURL, node)
+	g := newGateway(t, bin, simURL, node, dsn)
 	// The first process is armed through the environment, for its whole
 	// life; every restart only through the pause file.
 	g.start(points[0])
@@ -129,7 +147,7 @@ func runLane(t *testing.T, bin string, points []testhook.Point, paused func(test
 		paused(p)
 		g.kill9()
 		g.arm("")
-		checkCrashState(t, g.dir, p, sim)
+		checkCrashState(t, g, p, sim)
 		restart := time.Now()
 		g.start("")
 		restarts += time.Since(restart)
@@ -148,7 +166,7 @@ func runLane(t *testing.T, bin string, points []testhook.Point, paused func(test
 		waitSettled(t, op, sim, fmt.Sprintf("cycle %d, after the clean-up", i))
 	}
 	g.stop()
-	st := openStore(t, g.dir)
+	st := openStore(t, g)
 	live := checkBudgets(t, st, "at the end")
 	_ = st.Close()
 	if len(live) != 0 || len(prefixed(sim.Jobs())) != 0 {
@@ -183,10 +201,18 @@ func drive(t *testing.T, g *gateway, agent string) testhook.Point {
 	return ""
 }
 
-// openStore opens the data dir's store (the gateway must not be running).
-func openStore(t *testing.T, dir string) store.Store {
+// openStore opens the gateway's store: its database, or its data dir's
+// bbolt file (the gateway must not be running then).
+func openStore(t *testing.T, g *gateway) store.Store {
 	t.Helper()
-	st, err := bolt.Open(filepath.Join(dir, "sandgate.db"), bolt.Options{Timeout: 5 * time.Second})
+	if g.dsn != "" {
+		st, err := postgres.Open(t.Context(), g.dsn, postgres.Options{})
+		if err != nil {
+			t.Fatalf("open the store: %v", err)
+		}
+		return st
+	}
+	st, err := bolt.Open(filepath.Join(g.dir, "sandgate.db"), bolt.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatalf("open the store: %v", err)
 	}
@@ -196,9 +222,9 @@ func openStore(t *testing.T, dir string) store.Store {
 // checkCrashState checks the store as the kill at p left it: its budget
 // use is its live records' (the store's own transactions guarantee that at
 // any crash), and the point's step is where its name says.
-func checkCrashState(t *testing.T, dir string, p testhook.Point, sim *nomadsim.Server) {
+func checkCrashState(t *testing.T, g *gateway, p testhook.Point, sim *nomadsim.Server) {
 	t.Helper()
-	st := openStore(t, dir)
+	st := openStore(t, g)
 	defer func() { _ = st.Close() }()
 	live := checkBudgets(t, st, "killed at "+string(p))
 	want, ok := atCrash[p]

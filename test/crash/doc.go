@@ -17,7 +17,9 @@
 //
 // The hundred cycles run in four lanes at once, each a gateway with its
 // own simulator and data dir (twenty cycles with -short). Their cost is
-// the restarts: each start compiles the policy bundle.
+// the restarts: each start compiles the policy bundle. The same loop runs
+// on PostgreSQL too (every point twice, two lanes, each on a database of
+// its own from the server `make test` starts; it skips without one).
 //
 // TestTheProductionBinaryHasNoTestHooks checks the other side: the binary
 // built without the tag carries no pause code.

@@ -54,6 +54,7 @@ type gateway struct {
 	t         testing.TB
 	bin       string
 	dir       string
+	dsn       string // the PostgreSQL store's; "": the data dir's bbolt file
 	config    string
 	pauseFile string
 	url       string
@@ -66,9 +67,9 @@ type gateway struct {
 
 // newGateway writes the configuration of a gateway on the simulator at
 // nomadAddr, enrolling node, and mints its operator token offline.
-func newGateway(t testing.TB, bin, nomadAddr, node string) *gateway {
+func newGateway(t testing.TB, bin, nomadAddr, node, dsn string) *gateway {
 	t.Helper()
-	g := &gateway{t: t, bin: bin, dir: t.TempDir()}
+	g := &gateway{t: t, bin: bin, dir: t.TempDir(), dsn: dsn}
 	g.pauseFile = filepath.Join(g.dir, "testhook.pause")
 	cfg := map[string]any{
 		"listen":   "127.0.0.1:0",
@@ -85,13 +86,23 @@ func newGateway(t testing.TB, bin, nomadAddr, node string) *gateway {
 		"reclaim_interval":   "1s",
 		"nodes":              []map[string]any{{"name": node, "max_sandboxes": 20, "cpu_mhz": 4000, "memory_mb": 8192}},
 	}
+	// One name for every restart, as a replica keeps its name: a
+	// restarted replica knows the starting records of its dead process
+	// for its own (on a shared store, another replica's are left alone
+	// while their create may be in flight).
+	cfg["replica"] = "crash-gateway"
+	store := []string{}
+	if dsn != "" {
+		cfg["store"] = map[string]any{"driver": "postgres", "dsn": dsn}
+		store = []string{"--store", "postgres:" + dsn}
+	}
 	b, _ := json.Marshal(cfg)
 	g.config = filepath.Join(g.dir, "serve.json")
 	if err := os.WriteFile(g.config, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "token", "mint", "--offline", "--role", "operator", "--subject", "crash-operator", //nolint:gosec // G204: the binary the test built
-		"--ttl", "2h", "--data", g.dir)
+	cmd := exec.Command(bin, append([]string{"token", "mint", "--offline", "--role", "operator", "--subject", "crash-operator", //nolint:gosec // G204: the binary the test built
+		"--ttl", "2h", "--data", g.dir}, store...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
