@@ -46,10 +46,13 @@ type serveConfig struct {
 		DSN string `json:"dsn"`
 		// DSNFile holds the DSN (a mounted secret, a Nomad template).
 		DSNFile string `json:"dsn_file"`
-		// MaxConns bounds the connection pool (default 16);
+		// MaxConns bounds the records' connection pool (default 16);
+		// LogConns the shared decision log's own pool (default 4), so a
+		// replica opens at most MaxConns+LogConns connections;
 		// StatementTimeout each statement and lock wait (default "5s");
 		// ConnectTimeout making a connection (default "5s").
 		MaxConns         int32    `json:"max_conns"`
+		LogConns         int32    `json:"log_conns"`
 		StatementTimeout duration `json:"statement_timeout"`
 		ConnectTimeout   duration `json:"connect_timeout"`
 	} `json:"store"`
@@ -389,10 +392,11 @@ func (c serveConfig) storeConfig() (assemble.StoreConfig, []string) {
 	if sc.Driver == assemble.DriverPostgres {
 		sc.DSN = dsn
 	}
-	if c.Store.StatementTimeout < 0 || c.Store.ConnectTimeout < 0 || c.Store.MaxConns < 0 {
-		problems = append(problems, "store.max_conns, store.statement_timeout and store.connect_timeout must be positive (or absent for their defaults)")
+	if c.Store.StatementTimeout < 0 || c.Store.ConnectTimeout < 0 || c.Store.MaxConns < 0 || c.Store.LogConns < 0 {
+		problems = append(problems, "store.max_conns, store.log_conns, store.statement_timeout and store.connect_timeout must be positive (or absent for their defaults)")
 	}
 	sc.Postgres.MaxConns = c.Store.MaxConns
+	sc.Postgres.LogConns = c.Store.LogConns
 	sc.Postgres.StatementTimeout = time.Duration(c.Store.StatementTimeout)
 	sc.Postgres.ConnectTimeout = time.Duration(c.Store.ConnectTimeout)
 	return sc, problems

@@ -84,7 +84,7 @@ func TestServeConfigIsReadStrictly(t *testing.T) {
 		{"the postgres driver without a DSN", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"store":{"driver":"postgres"}}`, "store.driver postgres needs a DSN: set SANDGATE_STORE_DSN"},
 		{"a DSN for the bolt driver", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"store":{"dsn":"postgres://db/s"}}`, `store.dsn is for store.driver postgres, not "bolt"`},
 		{"a DSN and a DSN file", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"store":{"driver":"postgres","dsn":"postgres://db/s","dsn_file":"/nonexistent"}}`, "store.dsn and store.dsn_file: give one"},
-		{"a negative statement timeout", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"store":{"driver":"postgres","dsn":"postgres://db/s","statement_timeout":"-1s"}}`, "store.max_conns, store.statement_timeout"},
+		{"a negative statement timeout", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"store":{"driver":"postgres","dsn":"postgres://db/s","statement_timeout":"-1s"}}`, "store.max_conns, store.log_conns, store.statement_timeout"},
 		{"a verification key without a bundle file", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"policy":{"dir":"p","verification_key":"k"}}`, "verifies a policy.bundle_file"},
 		{"a signing key file and a key dir", `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"signing_key_file":"k","signing_key_dir":"keys"}`,
 			"signing_key_file, signing_key_dir and signing_key_files: give one"},
@@ -305,7 +305,7 @@ func TestServeTakesTheStoreDSNFromTheEnvironmentFirst(t *testing.T) {
 	if err := os.WriteFile(dsnFile, []byte("postgres://sandgate@db-file/sandgate\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	base := `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"store":{"driver":"postgres",%s"max_conns":8,"statement_timeout":"2s"}}`
+	base := `{"listen":"x","data_dir":"d","nomad":{"address":"http://n"},"store":{"driver":"postgres",%s"max_conns":8,"log_conns":3,"statement_timeout":"2s"}}`
 	for _, tc := range []struct{ name, store, env, want string }{
 		{"dsn", `"dsn":"postgres://sandgate@db-config/sandgate",`, "", "postgres://sandgate@db-config/sandgate"},
 		{"dsn_file", `"dsn_file":"` + dsnFile + `",`, "", "postgres://sandgate@db-file/sandgate"},
@@ -318,7 +318,7 @@ func TestServeTakesTheStoreDSNFromTheEnvironmentFirst(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if o.Store.Driver != "postgres" || o.Store.DSN != tc.want || o.Store.Postgres.MaxConns != 8 || o.Store.Postgres.StatementTimeout != 2*time.Second {
+			if o.Store.Driver != "postgres" || o.Store.DSN != tc.want || o.Store.Postgres.MaxConns != 8 || o.Store.Postgres.LogConns != 3 || o.Store.Postgres.StatementTimeout != 2*time.Second {
 				t.Fatalf("store config %+v, want the DSN %q", o.Store, tc.want)
 			}
 		})

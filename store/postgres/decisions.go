@@ -27,7 +27,7 @@ func (s *Store) AppendDecisions(ctx context.Context, ds []store.Decision) error 
 			return fmt.Errorf("store: append decisions: %w", store.Invalid("decision", "an id, a time and the line are required"))
 		}
 	}
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := s.logTx(ctx, func(tx pgx.Tx) error {
 		var b pgx.Batch
 		for _, d := range ds {
 			rules := make([][]byte, len(d.Rules))
@@ -57,7 +57,7 @@ func (s *Store) Decisions(ctx context.Context, q store.DecisionQuery) ([]store.D
 	}
 	sql, args := decisionsSQL(q)
 	out := []store.Decision{}
-	err := s.with(ctx, func(p *pgxpool.Pool) error {
+	err := s.withLog(ctx, func(p *pgxpool.Pool) error {
 		rows, err := p.Query(ctx, sql, args...)
 		if err != nil {
 			return err
@@ -143,7 +143,7 @@ func (s *Store) PruneDecisions(ctx context.Context, before time.Time, limit int)
 		return 0, fmt.Errorf("store: prune decisions: %w", store.Invalid("limit", "must be at least 1"))
 	}
 	var n int64
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := s.logTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `DELETE FROM decisions WHERE (t, id) IN
 			(SELECT t, id FROM decisions WHERE t < $1 ORDER BY t, id LIMIT $2)`, before.UnixNano(), limit)
 		n = tag.RowsAffected()

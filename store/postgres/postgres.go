@@ -47,6 +47,7 @@ var _ store.Store = (*Store)(nil)
 // Defaults applied by Open to zero Options fields.
 const (
 	DefaultMaxConns         = 16
+	DefaultLogConns         = 4
 	DefaultConnectTimeout   = 5 * time.Second
 	DefaultStatementTimeout = 5 * time.Second
 	// countShards is how many rows share each state's count.
@@ -62,8 +63,14 @@ var ErrNewerSchema = errors.New("postgres: database schema is newer than this sa
 
 // Options configures Open. The zero value is ready to use.
 type Options struct {
-	// MaxConns bounds the pool; zero: DefaultMaxConns.
+	// MaxConns bounds the pool of the records; zero: DefaultMaxConns.
 	MaxConns int32
+	// LogConns bounds the decision log's own pool; zero:
+	// DefaultLogConns. The log has a pool apart because a create writes
+	// its admission decision while its transaction holds the budget rows
+	// locked: from the same pool, the creates waiting on those rows could
+	// hold every connection and leave the lock holder none.
+	LogConns int32
 	// ConnectTimeout bounds making one connection; zero:
 	// DefaultConnectTimeout.
 	ConnectTimeout time.Duration
@@ -78,6 +85,9 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.MaxConns <= 0 {
 		o.MaxConns = DefaultMaxConns
+	}
+	if o.LogConns <= 0 {
+		o.LogConns = DefaultLogConns
 	}
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = DefaultConnectTimeout
@@ -94,15 +104,18 @@ func (o Options) withDefaults() Options {
 // Store is a store.Store on a PostgreSQL database. It is safe for
 // concurrent use by one process, and several processes may open the same
 // database. The callbacks handed to Reserve and Update run inside the
-// transaction and must not call the Store.
+// transaction and must not call the Store, except its decision log
+// (AppendDecisions, Decisions), which has a pool of its own for that.
 type Store struct {
 	now    func() time.Time
 	target string // the database, for messages: host, port and name, never a password
 
-	// mu guards pool: methods hold it for reading while they use the
-	// pool, Close for writing; pool is nil once closed.
-	mu   sync.RWMutex
-	pool *pgxpool.Pool
+	// mu guards pool and logPool: methods hold it for reading while they
+	// use them, Close for writing; both are nil once closed. pool serves
+	// the records, logPool only the decision log (Options.LogConns).
+	mu      sync.RWMutex
+	pool    *pgxpool.Pool
+	logPool *pgxpool.Pool
 
 	cursorKey []byte
 }
@@ -127,13 +140,21 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(4*opts.StatementTimeout.Milliseconds(), 10)
 	cfg.ConnConfig.RuntimeParams["application_name"] = "sandgate"
 	target := describe(cfg.ConnConfig)
+	logCfg := cfg.Copy()
+	logCfg.MaxConns = opts.LogConns
+	logCfg.ConnConfig.RuntimeParams["application_name"] = "sandgate-decisions"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store: open postgres %s: %w", target, classify(err))
 	}
-	s := &Store{now: opts.Now, target: target, pool: pool}
-	if s.cursorKey, err = migrate(ctx, pool); err != nil {
+	logPool, err := pgxpool.NewWithConfig(ctx, logCfg)
+	if err != nil {
 		pool.Close()
+		return nil, fmt.Errorf("store: open postgres %s: %w", target, classify(err))
+	}
+	s := &Store{now: opts.Now, target: target, pool: pool, logPool: logPool}
+	if s.cursorKey, err = migrate(ctx, pool); err != nil {
+		_ = s.Close()
 		return nil, fmt.Errorf("store: open postgres %s: %w", target, classify(err))
 	}
 	return s, nil
@@ -171,7 +192,8 @@ func (s *Store) Close() error {
 	defer s.mu.Unlock()
 	if s.pool != nil {
 		s.pool.Close()
-		s.pool = nil
+		s.logPool.Close()
+		s.pool, s.logPool = nil, nil
 	}
 	return nil
 }
@@ -179,6 +201,15 @@ func (s *Store) Close() error {
 // with runs fn with the pool after checking ctx and that the store is
 // open; fn's error is classified.
 func (s *Store) with(ctx context.Context, fn func(*pgxpool.Pool) error) error {
+	return s.on(ctx, false, fn)
+}
+
+// withLog is with on the decision log's pool.
+func (s *Store) withLog(ctx context.Context, fn func(*pgxpool.Pool) error) error {
+	return s.on(ctx, true, fn)
+}
+
+func (s *Store) on(ctx context.Context, log bool, fn func(*pgxpool.Pool) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -186,6 +217,9 @@ func (s *Store) with(ctx context.Context, fn func(*pgxpool.Pool) error) error {
 	defer s.mu.RUnlock()
 	if s.pool == nil {
 		return store.ErrClosed
+	}
+	if log {
+		return classify(fn(s.logPool))
 	}
 	return classify(fn(s.pool))
 }
@@ -195,7 +229,16 @@ func (s *Store) with(ctx context.Context, fn func(*pgxpool.Pool) error) error {
 // checks that it is still held (checkFence). Every write goes through tx. A deadlock or serialisation failure is retried, with fn run
 // afresh, up to maxAttempts times; fn must therefore be repeatable.
 func (s *Store) tx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return s.with(ctx, func(p *pgxpool.Pool) error {
+	return s.txOn(ctx, false, fn)
+}
+
+// logTx is tx on the decision log's pool.
+func (s *Store) logTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return s.txOn(ctx, true, fn)
+}
+
+func (s *Store) txOn(ctx context.Context, log bool, fn func(pgx.Tx) error) error {
+	return s.on(ctx, log, func(p *pgxpool.Pool) error {
 		var err error
 		for attempt := 1; attempt <= maxAttempts; attempt++ {
 			err = pgx.BeginFunc(ctx, p, func(tx pgx.Tx) error {

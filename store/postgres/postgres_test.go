@@ -2,7 +2,10 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"sandgate/internal/pgtest"
 	"sandgate/store"
@@ -48,4 +51,45 @@ func TestConformanceAcrossReplicas(t *testing.T) {
 
 func TestDecisionLogConformance(t *testing.T) {
 	storetest.RunDecisionLog(t, func(t *testing.T) store.DecisionLog { return open(t) })
+}
+
+// TestTheDecisionLogHasAPoolOfItsOwn reserves, from more goroutines than
+// the pool has connections, sandboxes on one node whose admit writes a
+// decision, as the gateway's admission does while the budget rows are
+// locked. Sharing the records' pool, the reservations waiting on those
+// rows would hold every connection, the holder could not write its
+// decision, and all would fail at the statement timeout.
+func TestTheDecisionLogHasAPoolOfItsOwn(t *testing.T) {
+	const conns, at = 2, 8
+	s, err := postgres.Open(context.Background(), pgtest.Database(t), postgres.Options{MaxConns: conns, StatementTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := context.Background()
+	errs := make(chan error, at)
+	var wg sync.WaitGroup
+	for i := range at {
+		wg.Go(func() {
+			rec := storetest.BenchRecord(100+i, 101+i)
+			rec.Node, rec.Principal = "node-1", "agent:one"
+			errs <- s.Reserve(ctx, rec, func(store.ReserveFacts) error {
+				return s.AppendDecisions(ctx, []store.Decision{{ID: fmt.Sprintf("d-%d", i), Time: time.Now(), Line: []byte("{}")}})
+			})
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Decisions(ctx, store.DecisionQuery{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != at {
+		t.Fatalf("%d decisions stored, want %d", len(got), at)
+	}
 }

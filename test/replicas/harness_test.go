@@ -29,7 +29,7 @@ var (
 	binaryErr  error
 )
 
-func binary(t *testing.T) string {
+func binary(t testing.TB) string {
 	t.Helper()
 	binaryOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "sandgate-replicas-")
@@ -54,7 +54,8 @@ func binary(t *testing.T) string {
 // database and one simulated Nomad cluster, sharing one signing key, as
 // an operator runs them behind a load balancer.
 type deployment struct {
-	t        *testing.T
+	t        testing.TB
+	opts     deploymentOptions
 	bin      string
 	dsn      string
 	sim      *nomadsim.Server
@@ -62,6 +63,21 @@ type deployment struct {
 	keyFile  string
 	operator string
 	replicas []*replica
+}
+
+// deploymentOptions shape a deployment; zero values take the defaults.
+type deploymentOptions struct {
+	// DSN is the shared database; "" runs the one replica on a bbolt
+	// file of its own.
+	DSN string
+	// Replicas is how many `serve` processes start.
+	Replicas int
+	// Budget is each node's limit of live sandboxes (default budget).
+	Budget int64
+	// PolicyDir is served instead of the embedded bundle.
+	PolicyDir string
+	// MaxConns is store.max_conns (default: the store's).
+	MaxConns int32
 }
 
 // replica is one `sandgate serve` of a deployment.
@@ -82,25 +98,41 @@ var nodes = []string{"worker-1", "worker-2"}
 // newDeployment writes the configuration of n replicas on dsn and a new
 // simulated cluster, mints an operator token into the database, and
 // starts them.
-func newDeployment(t *testing.T, dsn string, n int) *deployment {
+func newDeployment(t testing.TB, dsn string, n int) *deployment {
 	t.Helper()
+	return deploy(t, deploymentOptions{DSN: dsn, Replicas: n})
+}
+
+// deploy is newDeployment shaped by o.
+func deploy(t testing.TB, o deploymentOptions) *deployment {
+	t.Helper()
+	if o.Budget == 0 {
+		o.Budget = budget
+	}
 	simCfg := nomadsim.DefaultConfig()
 	simCfg.RunDelay = 10 * time.Millisecond
 	sim, simURL := nomadsim.NewTestServer(t, simCfg)
-	d := &deployment{t: t, bin: binary(t), dsn: dsn, sim: sim, simURL: simURL}
+	if o.DSN == "" && o.Replicas != 1 {
+		t.Fatalf("a deployment on bbolt has one replica, not %d", o.Replicas)
+	}
+	d := &deployment{t: t, opts: o, bin: binary(t), dsn: o.DSN, sim: sim, simURL: simURL}
 	keys := t.TempDir()
 	d.keyFile = filepath.Join(keys, "signing.key")
-	// The first operator token, minted offline into the shared database;
-	// the key file it creates is the one every replica signs with.
-	out, err := d.run("token", "mint", "--offline", "--role", "operator", "--subject", "ops", "--ttl", "2h",
-		"--data", keys, "--key-file", d.keyFile, "--store", "postgres:"+dsn)
+	for i := range o.Replicas {
+		d.add(fmt.Sprintf("replica-%d", i+1))
+	}
+	// The first operator token, minted offline into the store; the key
+	// file it creates is the one every replica signs with.
+	into := []string{"--store", "postgres:" + o.DSN}
+	if o.DSN == "" {
+		into = []string{"--store", "bolt:" + d.replicas[0].dir}
+	}
+	out, err := d.run(append([]string{"token", "mint", "--offline", "--role", "operator", "--subject", "ops", "--ttl", "2h",
+		"--data", keys, "--key-file", d.keyFile}, into...)...)
 	if err != nil {
 		t.Fatalf("token mint: %v", err)
 	}
 	d.operator = strings.TrimSpace(out)
-	for i := range n {
-		d.add(fmt.Sprintf("replica-%d", i+1))
-	}
 	for _, r := range d.replicas {
 		d.start(r)
 	}
@@ -132,20 +164,29 @@ func (d *deployment) add(name string) *replica {
 	r := &replica{name: name, dir: d.t.TempDir()}
 	var enroll []map[string]any
 	for _, n := range nodes {
-		enroll = append(enroll, map[string]any{"name": n, "max_sandboxes": budget})
+		enroll = append(enroll, map[string]any{"name": n, "max_sandboxes": d.opts.Budget})
 	}
 	cfg := map[string]any{
 		"listen":           "127.0.0.1:0",
 		"data_dir":         r.dir,
 		"replica":          name,
 		"signing_key_file": d.keyFile,
-		"store":            map[string]any{"driver": "postgres", "dsn": d.dsn, "statement_timeout": "2s", "connect_timeout": "2s"},
 		"nomad":            map[string]any{"address": d.simURL, "timeout": "5s"},
 		"reaper_interval":  "1s", "reclaim_interval": "1s", "reconcile_interval": "2s",
 		// A starting record is another replica's create in flight until
 		// then; past it, reconcile settles or ends it.
 		"start_timeout": "5s",
 		"nodes":         enroll,
+	}
+	if d.dsn != "" {
+		st := map[string]any{"driver": "postgres", "dsn": d.dsn, "statement_timeout": "2s", "connect_timeout": "2s"}
+		if d.opts.MaxConns > 0 {
+			st["max_conns"] = d.opts.MaxConns
+		}
+		cfg["store"] = st
+	}
+	if d.opts.PolicyDir != "" {
+		cfg["policy"] = map[string]any{"dir": d.opts.PolicyDir}
 	}
 	b, _ := json.Marshal(cfg)
 	r.config = filepath.Join(r.dir, "serve.json")
@@ -163,7 +204,7 @@ func (d *deployment) start(r *replica) {
 	r.url = "http://" + r.proc.Start(d.t, cmd, 90*time.Second, nil)
 }
 
-func (r *replica) client(t *testing.T, tok string) *client.Client {
+func (r *replica) client(t testing.TB, tok string) *client.Client {
 	t.Helper()
 	c, err := client.New(client.Config{Addr: r.url, Token: tok})
 	if err != nil {

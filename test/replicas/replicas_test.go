@@ -415,3 +415,52 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond) // a poll interval
 	}
 }
+
+// TestCreatesOutnumberingThePoolAllAnswer sends more creates at once than
+// the replica has database connections. A create decides its admission
+// while it holds its budget rows locked, and that decision is written to
+// the shared decision log before the answer: were the log written through
+// the same pool, the creates waiting on the locked rows would hold every
+// connection, the lock holder could not write its decision, and all of
+// them would stall until the statement timeout refused them with a 503.
+// Every create must instead be answered with a sandbox.
+func TestCreatesOutnumberingThePoolAllAnswer(t *testing.T) {
+	t.Parallel()
+	const (
+		conns = 3
+		at    = 4 * conns
+	)
+	d := deploy(t, deploymentOptions{DSN: pgtest.Database(t), Replicas: 1, Budget: at, MaxConns: conns, PolicyDir: unlimitedPolicy(t)})
+	op := d.replicas[0].client(t, d.operator)
+	ctx := context.Background()
+	req := client.CreateRequest{CPUMHz: new(int64(100)), MemoryMB: new(int64(64)), TTLSeconds: new(int64(600))}
+	for round := range 3 {
+		var (
+			wg   sync.WaitGroup
+			mu   sync.Mutex
+			errs []error
+			ids  []string
+		)
+		for range at {
+			wg.Go(func() {
+				sb, err := op.CreateSandbox(ctx, req)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, err)
+					return
+				}
+				ids = append(ids, sb.ID)
+			})
+		}
+		wg.Wait()
+		if len(errs) > 0 {
+			t.Fatalf("round %d: %d of %d creates refused, first: %v", round, len(errs), at, errs[0])
+		}
+		for _, id := range ids {
+			if err := op.DestroySandbox(ctx, id); err != nil {
+				t.Fatalf("destroy %s: %v", id, err)
+			}
+		}
+	}
+}
