@@ -179,7 +179,7 @@ func (d *deployment) add(name string) *replica {
 		"nodes":         enroll,
 	}
 	if d.dsn != "" {
-		st := map[string]any{"driver": "postgres", "dsn": d.dsn, "statement_timeout": "2s", "connect_timeout": "2s"}
+		st := map[string]any{"driver": "postgres", "dsn": d.dsn, "statement_timeout": "2s", "connect_timeout": "10s"}
 		if d.opts.MaxConns > 0 {
 			st["max_conns"] = d.opts.MaxConns
 		}
