@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,6 +42,24 @@ type backgroundLease struct {
 	lease      store.Lease // as last seen: held by this replica or another
 	validUntil time.Time   // this replica's own lease is trusted until then
 	lastErr    error
+}
+
+// Presence: on a shared store every replica process also holds a lease
+// of its own name, "replica/" and the name, for presenceTTL, renewed every
+// quarter of it by a goroutine of its own (keepPresent), so a pass that
+// blocks the loops does not end it. The holder of the background lease
+// reads it (alive) to tell a create still in flight on a live replica,
+// which that replica settles, from a starting record its replica left
+// behind when it died, which reconcile settles or ends. A second process
+// given a name already in use is never present: its records are judged
+// as a dead replica's, after StartTimeout.
+const presencePrefix = "replica/"
+
+// presenceTTL is how long a replica's presence lasts without renewal:
+// several background lease ttls, and never under 10 s, so a replica
+// slowed by load is not mistaken for a dead one.
+func presenceTTL(leaseTTL time.Duration) time.Duration {
+	return max(4*leaseTTL, 10*time.Second)
 }
 
 func newBackgroundLease(st store.Store, replica string, ttl time.Duration, now func() time.Time) *backgroundLease {
@@ -97,8 +116,9 @@ func (b *backgroundLease) fence(ctx context.Context) (context.Context, bool) {
 	return store.WithFence(ctx, b.lease), true
 }
 
-// release gives the lease up (at shutdown), so another replica takes it
-// at its next try instead of after the ttl.
+// release gives the lease and the presence up (at shutdown), so another
+// replica takes the lease at its next try instead of after the ttl, and
+// settles this replica's starting records once StartTimeout has passed.
 func (b *backgroundLease) release(ctx context.Context) error {
 	if b.leaser == nil {
 		return nil
@@ -106,7 +126,29 @@ func (b *backgroundLease) release(ctx context.Context) error {
 	b.mu.Lock()
 	b.validUntil = time.Time{}
 	b.mu.Unlock()
-	return b.leaser.ReleaseLease(ctx, backgroundLeaseName, b.holder)
+	err := b.leaser.ReleaseLease(ctx, backgroundLeaseName, b.holder)
+	if perr := b.leaser.ReleaseLease(ctx, presencePrefix+b.replica, b.holder); err == nil {
+		err = perr
+	}
+	return err
+}
+
+// present takes or renews this process's presence and returns the
+// presence lease as it stands (Holder is another process when one of
+// the same name is alive).
+func (b *backgroundLease) present(ctx context.Context) (store.Lease, error) {
+	return b.leaser.AcquireLease(ctx, presencePrefix+b.replica, b.holder, presenceTTL(b.ttl))
+}
+
+// alive reports whether creator (a record's Creator: a replica's name,
+// "#" and its process's instance id) is a process that holds its
+// presence now.
+func (b *backgroundLease) alive(ctx context.Context, creator string) (bool, error) {
+	name, _, ok := strings.Cut(creator, "#")
+	if b.leaser == nil || !ok || name == "" {
+		return false, nil
+	}
+	return b.leaser.LeaseHeld(ctx, presencePrefix+name, creator)
 }
 
 // leaseStatus is what /readyz and the metrics say of the lease.

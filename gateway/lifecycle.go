@@ -71,34 +71,43 @@ func (s *Server) end(ctx context.Context, id, reason, principal string) (store.S
 // endBecause is end with a last error that says, for people, what happened
 // (kept on the record, shown by the API); "" keeps the record's.
 func (s *Server) endBecause(ctx context.Context, id, reason, lastError, principal string) (store.Sandbox, error) {
+	out, _, err := s.endOnce(ctx, id, reason, lastError, principal)
+	return out, err
+}
+
+// endOnce is endBecause that also reports whether this call ended the
+// sandbox: false when it had ended already, or another end (a destroy on
+// another replica, a background pass) recorded its own first.
+func (s *Server) endOnce(ctx context.Context, id, reason, lastError, principal string) (store.Sandbox, bool, error) {
 	rec, err := s.cfg.Store.Get(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return rec, notFound(id)
+		return rec, false, notFound(id)
 	}
 	if err != nil {
-		return rec, unavailable("the sandbox store could not be read; nothing was changed", err)
+		return rec, false, unavailable("the sandbox store could not be read; nothing was changed", err)
 	}
 	if !rec.State.Live() {
-		return rec, nil
+		return rec, false, nil
 	}
 	if err := s.allowLifecycle(ctx, endInput(rec, reason, allEffects, true), principal); err != nil {
-		return rec, err
+		return rec, false, err
 	}
 	testhook.Pause(testhook.EndDecided)
 	if err := s.cfg.Nomad.Purge(ctx, rec.JobID); err != nil {
-		return rec, nomadUnavailable("Nomad did not purge the job; the sandbox is unchanged, retry", err)
+		return rec, false, nomadUnavailable("Nomad did not purge the job; the sandbox is unchanged, retry", err)
 	}
 	testhook.Pause(testhook.EndPurged)
 	out, err := s.markEnded(ctx, id, store.StateEnded, reason, lastError)
 	if errors.Is(err, errNotLive) { // ended concurrently: the same outcome
-		return s.cfg.Store.Get(ctx, id)
+		out, err := s.cfg.Store.Get(ctx, id)
+		return out, false, err
 	}
 	if err != nil {
-		return out, unavailable("the job was purged but the record could not be updated; reconcile will end it", err)
+		return out, false, unavailable("the job was purged but the record could not be updated; reconcile will end it", err)
 	}
 	testhook.Pause(testhook.EndRecorded)
 	s.log.Info("sandbox ended", "sandbox", id, "reason", reason, "by", principal)
-	return out, nil
+	return out, true, nil
 }
 
 // failStart ends a sandbox whose create did not start: purge the job (it

@@ -524,3 +524,49 @@ func TestAFailedStartThatCannotBeDecidedNowIsEndedOnceItCan(t *testing.T) {
 	}
 	assertBudgetMatchesLiveRecords(t, h)
 }
+
+// A destroy by id that races the create (the operator found the sandbox
+// starting in the list) wins: the create, still waiting for the
+// placement, answers 410 sandbox_ended naming the sandbox and its end,
+// hands out no token, and nothing is left in Nomad or in the budget.
+func TestADestroyThatRacesTheCreateIsWhatTheCreateAnswers(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{simConfig: func(c *nomadsim.Config) { c.RunDelay = time.Hour }})
+	answered := make(chan apitest.Reply, 1)
+	go func() {
+		answered <- h.gw.Do(http.MethodPost, "/v1/sandboxes", h.operator, map[string]any{"wait_seconds": 60})
+	}()
+	var id string
+	deadline := time.Now().Add(20 * time.Second)
+	for id == "" {
+		live, err := h.st.List(t.Context(), store.Filter{LiveOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(live) == 1 && len(h.sim.Jobs()) == 1 {
+			id = live[0].ID
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the create never registered its job")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r := h.gw.Do(http.MethodDelete, "/v1/sandboxes/"+id, h.operator, nil); r.Status >= 300 {
+		t.Fatalf("destroy of the starting sandbox: %d %s", r.Status, r.Body)
+	}
+	var r apitest.Reply
+	select {
+	case r = <-answered:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the create did not answer within 60 s of the destroy")
+	}
+	m := apitest.ExpectProblem(t, r, http.StatusGone, "sandbox_ended")
+	if m["sandbox_id"] != id || m["end_reason"] != "destroyed" || m["token"] != nil {
+		t.Fatalf("the create's answer: %s", r.Body)
+	}
+	if jobs := h.sim.Jobs(); len(jobs) != 0 {
+		t.Fatalf("jobs left: %v", jobs)
+	}
+	assertBudgetMatchesLiveRecords(t, h)
+}

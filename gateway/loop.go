@@ -22,6 +22,14 @@ func (s *Server) Run(ctx context.Context) {
 			s.log.Warn("releasing the background lease", "err", err)
 		}
 	}()
+	if s.lease.shared() {
+		present := make(chan struct{})
+		defer func() { <-present }() // before the release above
+		go func() {
+			defer close(present)
+			s.keepPresent(ctx)
+		}()
+	}
 	s.refreshLease(ctx)
 	s.reconcile(ctx, "reconcile at start") // when this replica holds the lease
 	renew := time.NewTicker(max(s.cfg.LeaseTTL/4, time.Millisecond))
@@ -53,6 +61,39 @@ func (s *Server) Run(ctx context.Context) {
 			s.monitor(ctx)
 		case <-rec.C:
 			s.reconcile(ctx, "reconcile")
+		}
+	}
+}
+
+// keepPresent renews this replica's presence (lease.go) every quarter of
+// its ttl until ctx is done, and says when another process of the same
+// name holds it, or when it could not be renewed.
+func (s *Server) keepPresent(ctx context.Context) {
+	tick := time.NewTicker(presenceTTL(s.cfg.LeaseTTL) / 4)
+	defer tick.Stop()
+	var said string // the last thing said, so a state is logged once
+	for {
+		l, err := s.lease.present(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			if said != "error" {
+				s.log.Warn("replica presence could not be renewed: another replica may settle this one's starting sandboxes after start_timeout", "replica", s.cfg.Replica, "err", err)
+			}
+			said = "error"
+		case l.Holder != s.lease.holder:
+			if said != l.Holder {
+				s.log.Warn("another gateway process runs under this replica's name: give each replica a name of its own", "replica", s.cfg.Replica, "other", l.Holder, "self", s.lease.holder)
+			}
+			said = l.Holder
+		default:
+			said = ""
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
 		}
 	}
 }

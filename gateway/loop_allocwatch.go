@@ -82,7 +82,7 @@ func (s *Server) streamFailed(ctx context.Context, rec store.Sandbox, what strin
 	case err != nil:
 		return nomadUnavailable(what+" failed and Nomad could not say what became of the sandbox's allocation; nothing was changed, retry", errors.Join(cause, err))
 	case f == fateLost:
-		ended, err := s.endLost(ctx, rec, detail)
+		ended, _, err := s.endLost(ctx, rec, detail)
 		if err != nil {
 			return err
 		}
@@ -98,12 +98,15 @@ func (s *Server) streamFailed(ctx context.Context, rec store.Sandbox, what strin
 
 // endLost ends a sandbox whose allocation is lost, through the lifecycle
 // decision, with the detail as its last error.
-func (s *Server) endLost(ctx context.Context, rec store.Sandbox, detail string) (store.Sandbox, error) {
-	out, err := s.endBecause(ctx, rec.ID, "lost", detail, principalWatch)
-	if err == nil {
+// ended is false when the sandbox had ended otherwise first (a destroy
+// racing the watch: its allocation is complete because it was purged),
+// and nothing is said of it.
+func (s *Server) endLost(ctx context.Context, rec store.Sandbox, detail string) (out store.Sandbox, ended bool, err error) {
+	out, ended, err = s.endOnce(ctx, rec.ID, "lost", detail, principalWatch)
+	if ended {
 		s.log.Warn("sandbox lost: Nomad replaced or ended its allocation", "sandbox", rec.ID, "node", rec.Node, "detail", detail)
 	}
-	return out, err
+	return out, ended, err
 }
 
 // lostProblem is the 410 of a sandbox whose state was lost.
@@ -122,11 +125,13 @@ func (s *Server) WatchAllocations(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	lost, err := s.watchAllocations(ctx, live)
-	return len(lost), err
+	return countEnded(lost), err
 }
 
 // watchAllocations judges the allocation of each running sandbox given
-// (one Nomad call each) and ends the lost ones; it returns their ids.
+// (one Nomad call each) and ends the lost ones; it returns their ids,
+// each true when this pass ended it, false when it had ended otherwise
+// first.
 func (s *Server) watchAllocations(ctx context.Context, running []store.Sandbox) (map[string]bool, error) {
 	lost := map[string]bool{}
 	var errs []error
@@ -145,13 +150,25 @@ func (s *Server) watchAllocations(ctx context.Context, running []store.Sandbox) 
 		if f != fateLost {
 			continue
 		}
-		if _, err := s.endLost(ctx, r, detail); err != nil {
+		_, ended, err := s.endLost(ctx, r, detail)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("allocation watch %s: %w", r.ID, err))
 			continue
 		}
-		lost[r.ID] = true
+		lost[r.ID] = ended // ended otherwise first: not counted, still not running
 	}
 	return lost, errors.Join(errs...)
+}
+
+// countEnded counts the sandboxes watchAllocations ended itself.
+func countEnded(lost map[string]bool) int {
+	n := 0
+	for _, ended := range lost {
+		if ended {
+			n++
+		}
+	}
+	return n
 }
 
 func shortAlloc(id string) string {

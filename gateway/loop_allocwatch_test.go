@@ -1,8 +1,10 @@
 package gateway_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,5 +89,51 @@ func TestExecOnAReplacedAllocationEndsTheSandbox(t *testing.T) {
 	apitest.ExpectProblem(t, r, http.StatusGone, "sandbox_lost")
 	if rec, _ := h.st.Get(t.Context(), id); rec.EndReason != "lost" {
 		t.Fatalf("after the 410: %+v", rec)
+	}
+}
+
+// staleStore answers the live list with the records it was given while
+// they are set: a watch pass that read the list just before another
+// replica (or a request) ended one of them.
+type staleStore struct {
+	store.Store
+	mu    sync.Mutex
+	stale []store.Sandbox
+}
+
+func (s *staleStore) List(ctx context.Context, f store.Filter) ([]store.Sandbox, error) {
+	s.mu.Lock()
+	stale := s.stale
+	s.mu.Unlock()
+	if f.LiveOnly && stale != nil {
+		return stale, nil
+	}
+	return s.Store.List(ctx, f)
+}
+
+// A watch pass that finds complete the allocation of a sandbox destroyed
+// since it read the list does not count it lost, and the record keeps the
+// end the destroy gave it.
+func TestAWatchThatLostTheRaceToADestroyCountsNothingLost(t *testing.T) {
+	t.Parallel()
+	stale := &staleStore{}
+	h := newHarness(t, harnessOptions{wrapStore: func(st store.Store) store.Store { stale.Store = st; return stale }})
+	id, session := h.gw.Create(h.operator, map[string]any{"node": "worker-1"}).IDToken()
+	running, err := h.st.List(t.Context(), store.Filter{LiveOnly: true})
+	if err != nil || len(running) != 1 || running[0].AllocID == "" {
+		t.Fatalf("the live list: %+v %v", running, err)
+	}
+	if r := h.gw.Do(http.MethodDelete, "/v1/sandboxes/"+id, session, nil); r.Status != http.StatusOK && r.Status != http.StatusNoContent {
+		t.Fatalf("destroy: %d %s", r.Status, r.Body)
+	}
+	stale.mu.Lock()
+	stale.stale = running
+	stale.mu.Unlock()
+	n, err := h.srv.WatchAllocations(t.Context())
+	if err != nil || n != 0 {
+		t.Fatalf("the watch on the stale list: %d ended, %v; want none", n, err)
+	}
+	if rec, _ := h.st.Get(t.Context(), id); rec.State != store.StateEnded || rec.EndReason != "destroyed" {
+		t.Fatalf("the destroyed sandbox after the watch: %s %s", rec.State, rec.EndReason)
 	}
 }

@@ -83,11 +83,11 @@ func (s *Server) Reclaim(ctx context.Context) (int, error) {
 		}
 	}
 	lost, err := s.watchAllocations(ctx, running)
-	ended += len(lost)
+	ended += countEnded(lost)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	running = slices.DeleteFunc(running, func(r store.Sandbox) bool { return lost[r.ID] })
+	running = slices.DeleteFunc(running, func(r store.Sandbox) bool { _, gone := lost[r.ID]; return gone })
 	n, err := s.enforceDiskQuotas(ctx, running, nodes, servers, perNode)
 	ended += n
 	if err != nil {

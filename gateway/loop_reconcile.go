@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"sandgate/nomad"
@@ -56,7 +57,10 @@ func (s *Server) Reconcile(ctx context.Context) error {
 		if _, busy := s.inflight.Load(r.ID); busy {
 			continue
 		}
-		if s.creatingElsewhere(r) {
+		if elsewhere, err := s.creatingElsewhere(ctx, r); elsewhere || err != nil {
+			if err != nil {
+				errs = append(errs, err)
+			}
 			continue
 		}
 		if !seen[r.JobID] {
@@ -92,18 +96,31 @@ func (s *Server) sandboxIDOf(jobID string) (string, bool) {
 // creatingElsewhere reports a starting record that another replica of a
 // shared store may still be creating: its create's inflight mark is in
 // that replica's memory, not here, and its job may not be registered yet.
-// Such a record is left to the replica that reserved it (its placement
-// watcher settles it) until StartTimeout has passed since it was created;
-// after that, a starting record is one whose replica died mid-create, and
+// Such a record is left to the replica that reserved it (its create, or
+// the placement watcher it hands off to, settles it) while that replica
+// is alive: its process holds its presence (lease.go), however long its
+// create waits (wait_seconds may exceed StartTimeout) or however slowly
+// a loaded replica gets there. A record whose replica is not present (it
+// died mid-create, was stopped, or shared its name with another process)
+// is left until StartTimeout has passed since it was created; then
 // reconcile settles or ends it. A record this replica reserved (Creator
 // names it: this process, whose inflight marks are here, or an earlier
-// process of the same name, which died) is never another's.
-func (s *Server) creatingElsewhere(r store.Sandbox) bool {
+// process of the same name, which died) is never another's. When the
+// presence cannot be read, the record is left alone and the error
+// returned: reconcile ends nothing on a guess.
+func (s *Server) creatingElsewhere(ctx context.Context, r store.Sandbox) (bool, error) {
 	if !s.lease.shared() || r.State != store.StateStarting {
-		return false
+		return false, nil
 	}
 	if name, _, ok := strings.Cut(r.Creator, "#"); ok && name == s.lease.replica {
-		return false
+		return false, nil
 	}
-	return s.cfg.Now().Sub(r.CreatedAt) < s.cfg.StartTimeout
+	if s.cfg.Now().Sub(r.CreatedAt) < s.cfg.StartTimeout {
+		return true, nil
+	}
+	alive, err := s.lease.alive(ctx, r.Creator)
+	if err != nil {
+		return true, fmt.Errorf("reconcile %s: is its replica %q alive: %w", r.ID, r.Creator, err)
+	}
+	return alive, nil
 }

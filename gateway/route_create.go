@@ -127,7 +127,16 @@ func (s *Server) createSandbox(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if pl.State == nomad.PlacementFailed {
+	switch {
+	case out.State == store.StateEnded || (!out.State.Live() && pl.State != nomad.PlacementFailed):
+		// Ended while it was being placed, by another than this create
+		// (a destroy by id raced it; its purge is what ended the
+		// allocation Nomad reports): that end is the answer, with no
+		// sandbox to hand out, nor a token.
+		p := endedProblem(out)
+		p.SandboxID = out.ID
+		return p
+	case pl.State == nomad.PlacementFailed:
 		// settle ended it: purged, budget released, token revoked (or, if
 		// that failed, reconcile ends it: the token is not handed out).
 		return placementFailed(out, pl)
@@ -138,9 +147,7 @@ func (s *Server) createSandbox(c echo.Context) error {
 		s.watchStart(out, evalID)
 	}
 	v := viewOf(out)
-	if out.State.Live() { // a failed start's token is already void: do not hand it out
-		v.Token = raw
-	}
+	v.Token = raw
 	return c.JSON(http.StatusCreated, v)
 }
 

@@ -38,6 +38,10 @@ type Leaser interface {
 	// take it without waiting for it to expire; nothing when holder does
 	// not hold it.
 	ReleaseLease(ctx context.Context, name, holder string) error
+	// LeaseHeld reports whether holder holds the named lease now, by the
+	// store's own clock; false for a lease never taken, expired or held
+	// by another.
+	LeaseHeld(ctx context.Context, name, holder string) (bool, error)
 }
 
 type fenceKey struct{}

@@ -57,6 +57,20 @@ func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
 	return nil
 }
 
+// LeaseHeld reports whether holder holds the named lease now; see
+// store.Leaser.
+func (s *Store) LeaseHeld(ctx context.Context, name, holder string) (bool, error) {
+	var held bool
+	err := s.with(ctx, func(p *pgxpool.Pool) error {
+		return p.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM leases WHERE name = $1 AND holder = $2 AND expires_at > clock_timestamp())`,
+			name, holder).Scan(&held)
+	})
+	if err != nil {
+		return false, fmt.Errorf("store: read lease %s: %w", name, err)
+	}
+	return held, nil
+}
+
 // checkFence fails with store.ErrFenced unless the lease ctx carries (if
 // any) is still held at its epoch. It runs first in a write's
 // transaction and keeps the lease row share-locked to the commit, so a

@@ -75,6 +75,54 @@ func TestALeaseHasOneHolderAndFencesTheOneThatLostIt(t *testing.T) {
 	}
 }
 
+// LeaseHeld answers for the holder alone, by the database's clock, and
+// changes nothing: a lease never taken, released, expired or another's
+// is not held.
+func TestLeaseHeldNamesTheHolderOnlyWhileItsLeaseLasts(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.Database(t)
+	a, b := open2(t, dsn), open2(t, dsn)
+	held := func(st *postgres.Store, name, holder string) bool {
+		t.Helper()
+		ok, err := st.LeaseHeld(ctx, name, holder)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if held(b, "replica/gw-a", "gw-a#1") {
+		t.Fatal("a lease never taken is held")
+	}
+	if _, err := a.AcquireLease(ctx, "replica/gw-a", "gw-a#1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if !held(b, "replica/gw-a", "gw-a#1") {
+		t.Fatal("the holder's lease, read from another replica, is not held")
+	}
+	if held(b, "replica/gw-a", "gw-a#0") || held(b, "replica/gw-b", "gw-a#1") {
+		t.Fatal("another holder, or another lease, is held")
+	}
+	if l, err := b.AcquireLease(ctx, "replica/gw-a", "gw-a#1-copy", time.Minute); err != nil || l.Holder != "gw-a#1" {
+		t.Fatalf("after LeaseHeld the lease is %+v %v; want it unchanged", l, err)
+	}
+	if err := a.ReleaseLease(ctx, "replica/gw-a", "gw-a#1"); err != nil {
+		t.Fatal(err)
+	}
+	if held(b, "replica/gw-a", "gw-a#1") {
+		t.Fatal("a released lease is held")
+	}
+	if _, err := a.AcquireLease(ctx, "replica/gw-a", "gw-a#2", 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for held(b, "replica/gw-a", "gw-a#2") {
+		if time.Now().After(deadline) {
+			t.Fatal("a lease of 200 ms is still held after 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func TestAnExpiredLeaseIsTakenOverWithANewEpoch(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.Database(t)

@@ -78,6 +78,9 @@ type deploymentOptions struct {
 	PolicyDir string
 	// MaxConns is store.max_conns (default: the store's).
 	MaxConns int32
+	// RunDelay is how long the simulated cluster keeps an allocation
+	// pending before it runs (default 10 ms).
+	RunDelay time.Duration
 }
 
 // replica is one `sandgate serve` of a deployment.
@@ -111,6 +114,9 @@ func deploy(t testing.TB, o deploymentOptions) *deployment {
 	}
 	simCfg := nomadsim.DefaultConfig()
 	simCfg.RunDelay = 10 * time.Millisecond
+	if o.RunDelay > 0 {
+		simCfg.RunDelay = o.RunDelay
+	}
 	sim, simURL := nomadsim.NewTestServer(t, simCfg)
 	if o.DSN == "" && o.Replicas != 1 {
 		t.Fatalf("a deployment on bbolt has one replica, not %d", o.Replicas)

@@ -243,6 +243,43 @@ func TestKillingTheLeaseHolderHandsTheBackgroundWorkToAnother(t *testing.T) {
 	}
 }
 
+// TestACreateWaitingPastStartTimeoutIsLeftToItsReplica: a create that
+// waits for a slow placement longer than start_timeout (wait_seconds may
+// be longer) is its replica's while that replica is alive, however old
+// its starting record: the lease holder's reconcile leaves it alone, and
+// the create answers 201 with a running sandbox and its token. (Before
+// replicas held a presence, the holder took such a record for one left
+// by a dead replica and ended it start_timeout: the create answered a
+// sandbox without a token, or a failed placement.)
+func TestACreateWaitingPastStartTimeoutIsLeftToItsReplica(t *testing.T) {
+	t.Parallel()
+	const runDelay = 16 * time.Second // past start_timeout (5 s) and the holder's watch of it (5 s more)
+	d := deploy(t, deploymentOptions{DSN: pgtest.Database(t), Replicas: 2, RunDelay: runDelay})
+	ctx := context.Background()
+	holder := d.holder(d.replicas, 60*time.Second)
+	other := d.replicas[0]
+	if other == holder {
+		other = d.replicas[1]
+	}
+	start := time.Now()
+	sb, err := other.client(t, d.operator).CreateSandbox(ctx, client.CreateRequest{
+		CPUMHz: new(int64(100)), MemoryMB: new(int64(64)), TTLSeconds: new(int64(600)), WaitSeconds: new(int64(60)),
+	})
+	if err != nil {
+		t.Fatalf("create through %s (the holder is %s), waiting for a placement of %s: %v", other.name, holder.name, runDelay, err)
+	}
+	t.Logf("create through %s answered after %s: %s", other.name, time.Since(start).Round(time.Millisecond), sb.State)
+	if sb.State != client.StateRunning || sb.Token == "" {
+		t.Fatalf("the create answered state %q with a token of %d bytes; want running, with its token", sb.State, len(sb.Token))
+	}
+	if h, _ := holder.lease(); !h.Held {
+		t.Logf("the lease moved during the create (%+v): the test proves less", h)
+	}
+	if err := holder.client(t, sb.Token).DestroySandbox(ctx, sb.ID); err != nil {
+		t.Fatalf("destroy through %s with the sandbox's token: %v", holder.name, err)
+	}
+}
+
 // TestRestartingTheDatabaseUnderLoadLosesAndDuplicatesNothing: while the
 // database is down every request is refused with 503 (never a 500, never
 // a hang); once it is back, every sandbox whose create was answered 201 is
