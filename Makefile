@@ -101,9 +101,10 @@ policy-lint: build
 # postgres user, on a free loopback port) for the run and exports its
 # address as SANDGATE_TEST_PG_DSN; each test package makes its databases
 # there. Without the server binaries the PostgreSQL tests skip, saying so;
-# SANDGATE_PG=require (.ci/run) makes that a failure.
+# SANDGATE_PG=require (.ci/run) makes that a failure. .ci/go-test runs
+# test/e2e beside the other packages (it mostly waits on its agents).
 go-test:
-	$(GO) run ./test/pgrun -- $(GO) test -race -count=1 -timeout 25m -bench . -benchtime 1x ./...
+	GO=$(GO) $(GO) run ./test/pgrun -- ./.ci/go-test
 	$(GO) test -race -count=1 $(HOOK_TAGS) ./gateway/testhook/
 
 ## bench: the policy decision benchmarks (see docs/benchmarks.md)
