@@ -82,9 +82,12 @@ func (s *Server) streamFailed(ctx context.Context, rec store.Sandbox, what strin
 	case err != nil:
 		return nomadUnavailable(what+" failed and Nomad could not say what became of the sandbox's allocation; nothing was changed, retry", errors.Join(cause, err))
 	case f == fateLost:
-		ended, _, err := s.endLost(ctx, rec, detail)
+		ended, now, err := s.endLost(ctx, rec, detail)
 		if err != nil {
 			return err
+		}
+		if !now && ended.EndReason != "lost" {
+			return endedProblem(ended) // a destroy or another end came first: say that one
 		}
 		return lostProblem(ended)
 	case f == fateUnreachable || f == fateStopping || errors.Is(cause, nomad.ErrNodeUnreachable):
