@@ -128,7 +128,11 @@ func (s *Server) createSandbox(c echo.Context) error {
 		return err
 	}
 	switch {
-	case out.State == store.StateEnded || (!out.State.Live() && pl.State != nomad.PlacementFailed):
+	case pl.State == nomad.PlacementFailed && out.State != store.StateEnded:
+		// settle ended it: purged, budget released, token revoked (or, if
+		// that failed, reconcile ends it: the token is not handed out).
+		return placementFailed(out, pl)
+	case !out.State.Live():
 		// Ended while it was being placed, by another than this create
 		// (a destroy by id raced it; its purge is what ended the
 		// allocation Nomad reports): that end is the answer, with no
@@ -136,10 +140,6 @@ func (s *Server) createSandbox(c echo.Context) error {
 		p := endedProblem(out)
 		p.SandboxID = out.ID
 		return p
-	case pl.State == nomad.PlacementFailed:
-		// settle ended it: purged, budget released, token revoked (or, if
-		// that failed, reconcile ends it: the token is not handed out).
-		return placementFailed(out, pl)
 	}
 	testhook.Pause(testhook.CreateSettled)
 	if out.State == store.StateStarting {

@@ -249,7 +249,7 @@ func TestKillingTheLeaseHolderHandsTheBackgroundWorkToAnother(t *testing.T) {
 // its starting record: the lease holder's reconcile leaves it alone, and
 // the create answers 201 with a running sandbox and its token. (Before
 // replicas held a presence, the holder took such a record for one left
-// by a dead replica and ended it start_timeout: the create answered a
+// by a dead replica and failed it (start_timeout): the create answered a
 // sandbox without a token, or a failed placement.)
 func TestACreateWaitingPastStartTimeoutIsLeftToItsReplica(t *testing.T) {
 	t.Parallel()
